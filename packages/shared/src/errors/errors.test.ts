@@ -1,0 +1,125 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { ERROR_CODES, ErrorCode, httpStatusFor, isErrorCode, isRetryable } from './codes.js';
+import {
+  ApprovalDeniedError,
+  ApprovalPendingError,
+  CancelledError,
+  ConfigInvalidError,
+  ExecutionFailedError,
+  ExecutionTimeoutError,
+  InternalError,
+  InvalidDefinitionError,
+  InvalidTierError,
+  MalformedToolBlockError,
+  OutOfScopeError,
+  OutputValidationError,
+  RegistryError,
+  SchemaValidationError,
+  ToolNotFoundError,
+} from './errors.js';
+import { type FleetError, isFleetError } from './fleet-error.js';
+import { fromWireError, toWireError, WireError } from './wire.js';
+
+/** One instance of every concrete error class, keyed by the code it must carry. */
+const samples: Record<Exclude<ErrorCode, never>, FleetError> = {
+  TOOL_NOT_FOUND: new ToolNotFoundError('get_weather'),
+  SCHEMA_VALIDATION: new SchemaValidationError({ toolName: 'greet', issues: [{ path: '/name', reason: 'must be string', keyword: 'type' }] }),
+  APPROVAL_DENIED: new ApprovalDeniedError('rm', 'not allowed'),
+  APPROVAL_PENDING: new ApprovalPendingError('refund', 'over limit', 'c9'),
+  EXECUTION_FAILED: new ExecutionFailedError('x', 'boom'),
+  EXECUTION_TIMEOUT: new ExecutionTimeoutError('slow', 50),
+  CANCELLED: new CancelledError('slow', 'caller went away'),
+  OUTPUT_VALIDATION: new OutputValidationError('o', '/a', 'must be number'),
+  INVALID_TIER: new InvalidTierError({ toolName: 't', expected: 'host', actual: 'platform', hint: 'fix it' }),
+  REGISTRY_ERROR: new RegistryError('duplicate'),
+  OUT_OF_SCOPE: new OutOfScopeError('shell', 'research'),
+  INVALID_DEFINITION: new InvalidDefinitionError({ toolName: 'bad', path: '/name', reason: 'bad name' }),
+  MALFORMED_TOOL_BLOCK: new MalformedToolBlockError({ line: 3, column: 1, offset: 20, reason: 'bad JSON' }),
+  CONFIG_INVALID: new ConfigInvalidError('WorkerOptions', ['concurrency: must be positive']),
+  INTERNAL: new InternalError('bug'),
+};
+
+describe('error codes', () => {
+  it('are unique, and each key equals its value', () => {
+    expect(new Set(ERROR_CODES).size).toBe(ERROR_CODES.length);
+    for (const [key, value] of Object.entries(ErrorCode)) expect(key).toBe(value);
+  });
+
+  it('are each documented in docs/errors.md, and the doc names no other code', () => {
+    const doc = readFileSync(new URL('../../../../docs/errors.md', import.meta.url), 'utf8');
+    const documented = [...doc.matchAll(/^## `([A-Z_]+)`/gm)].map((m) => m[1]);
+    expect([...documented].sort()).toEqual([...ERROR_CODES].sort());
+  });
+
+  it('each error class carries the code it stands for', () => {
+    for (const [code, error] of Object.entries(samples)) {
+      expect(error.code).toBe(code);
+      expect(isFleetError(error)).toBe(true);
+      expect(error.name).toBe(error.constructor.name);
+      expect(error.httpStatus).toBe(httpStatusFor(error.code));
+    }
+  });
+
+  it('the not-found message names the tool and says it was not found', () => {
+    const message = new ToolNotFoundError('get_weather').message;
+    expect(message).toContain('get_weather');
+    expect(message).toContain('not found');
+  });
+
+  it('messages say what failed and what to do', () => {
+    expect(samples.SCHEMA_VALIDATION.message).toMatch(/greet.*'\/name'.*must be string.*fix/);
+    expect(samples.APPROVAL_DENIED.message).toMatch(/rm.*denied.*not allowed/);
+    expect(samples.INVALID_TIER.message).toMatch(/expected host, got platform/);
+    expect(samples.OUT_OF_SCOPE.message).toMatch(/shell.*research/);
+    expect(samples.EXECUTION_TIMEOUT.message).toMatch(/50 ms.*timeoutMs/);
+  });
+
+  it('retryability is decided per code', () => {
+    expect(isRetryable(ErrorCode.EXECUTION_TIMEOUT)).toBe(true);
+    expect(isRetryable(ErrorCode.SCHEMA_VALIDATION)).toBe(false);
+    expect(samples.APPROVAL_DENIED.retryable).toBe(false);
+  });
+
+  it('the brand is recognised without instanceof (another copy of the package)', () => {
+    const foreign = Object.assign(new Error('x'), { [Symbol.for('forge-fleet.FleetError')]: true, code: 'TOOL_NOT_FOUND' });
+    expect(isFleetError(foreign)).toBe(true);
+    expect(isFleetError(new Error('plain'))).toBe(false);
+    expect(isFleetError(null)).toBe(false);
+    expect(isErrorCode('TOOL_NOT_FOUND')).toBe(true);
+    expect(isErrorCode('NOPE')).toBe(false);
+  });
+
+  it('keeps the cause', () => {
+    const cause = new Error('socket closed');
+    expect(new ExecutionFailedError('x', 'io', { cause }).cause).toBe(cause);
+  });
+});
+
+describe('wire errors', () => {
+  it('FleetErrors keep code, message, retryability and details', () => {
+    const wire = toWireError(samples.SCHEMA_VALIDATION);
+    expect(wire).toMatchObject({ code: 'SCHEMA_VALIDATION', retryable: false, details: { toolName: 'greet', path: '/name', reason: 'must be string' } });
+    expect(WireError.parse(JSON.parse(JSON.stringify(wire)))).toEqual(wire);
+  });
+
+  it('plain errors and thrown non-errors become INTERNAL with their message', () => {
+    expect(toWireError(new TypeError('x is undefined'))).toEqual({ code: 'INTERNAL', message: 'x is undefined', retryable: true, details: {} });
+    expect(toWireError('just a string').message).toContain('just a string');
+    expect(toWireError({ weird: 1 }).message).toContain('{"weird":1}');
+  });
+
+  it('round-trips to a typed error on the other side', () => {
+    const back = fromWireError(toWireError(samples.OUT_OF_SCOPE));
+    expect(isFleetError(back)).toBe(true);
+    expect(back.code).toBe('OUT_OF_SCOPE');
+    expect(back.message).toBe(samples.OUT_OF_SCOPE.message);
+    expect(back.details).toEqual(samples.OUT_OF_SCOPE.details);
+  });
+
+  it('an unknown code from a newer peer becomes INTERNAL and keeps the original code', () => {
+    const back = fromWireError({ code: 'FUTURE_CODE', message: 'm', retryable: false, details: {} });
+    expect(back.code).toBe('INTERNAL');
+    expect(back.details.originalCode).toBe('FUTURE_CODE');
+  });
+});

@@ -1,0 +1,237 @@
+import { ErrorCode } from './codes.js';
+import { type ErrorDetails, FleetError } from './fleet-error.js';
+
+/** Shows a JSON Pointer the way people read it: the root is `/`. */
+export function displayPath(pointer: string): string {
+  return pointer === '' ? '/' : pointer;
+}
+
+/** A tool was asked for by name, and nothing serves that name. */
+export class ToolNotFoundError extends FleetError {
+  readonly code = ErrorCode.TOOL_NOT_FOUND;
+  constructor(
+    readonly toolName: string,
+    options: { known?: readonly string[]; cause?: unknown } = {},
+  ) {
+    const known = options.known ?? [];
+    const hint =
+      known.length === 0
+        ? 'no tools are registered yet'
+        : `known tools: ${known.slice(0, 10).join(', ')}${known.length > 10 ? ', …' : ''}`;
+    super(
+      `tool '${toolName}' not found; register it before calling it (${hint})`,
+      { toolName },
+      { cause: options.cause },
+    );
+  }
+}
+
+/** One failing rule of a JSON Schema, as reported to clients that want them all. */
+export interface SchemaIssue {
+  /** JSON Pointer to the failing value; `''` is the whole arguments object. */
+  readonly path: string;
+  /** What the schema expected there. */
+  readonly reason: string;
+  /** The schema keyword that failed (`type`, `required`, `minimum`…). */
+  readonly keyword: string;
+}
+
+/** Where in the pipeline the arguments were checked. */
+export type ValidationStage = 'arguments' | 'after_modify';
+
+/** Arguments do not conform to the tool's `parameters` schema. */
+export class SchemaValidationError extends FleetError {
+  readonly code = ErrorCode.SCHEMA_VALIDATION;
+  readonly toolName: string;
+  /** JSON Pointer of the first failing field (`''` for the arguments as a whole). */
+  readonly path: string;
+  /** What was expected at {@link path}. */
+  readonly reason: string;
+  /** Every failing rule, first one first. */
+  readonly issues: readonly SchemaIssue[];
+  constructor(args: { toolName: string; issues: readonly [SchemaIssue, ...SchemaIssue[]]; stage?: ValidationStage }) {
+    const [first] = args.issues;
+    const stage = args.stage ?? 'arguments';
+    const more = args.issues.length > 1 ? ` (and ${args.issues.length - 1} more problem(s), see details.issues)` : '';
+    const after = stage === 'after_modify' ? ' after the approval step modified them' : '';
+    super(
+      `arguments for tool '${args.toolName}'${after} failed schema validation at '${displayPath(first.path)}': ${first.reason}${more}; fix the arguments to match the tool's parameters schema and call again`,
+      { toolName: args.toolName, path: first.path, reason: first.reason, stage, issues: args.issues },
+    );
+    this.toolName = args.toolName;
+    this.path = first.path;
+    this.reason = first.reason;
+    this.issues = Object.freeze([...args.issues]);
+  }
+}
+
+/** The approval step refused the call. */
+export class ApprovalDeniedError extends FleetError {
+  readonly code = ErrorCode.APPROVAL_DENIED;
+  constructor(
+    readonly toolName: string,
+    readonly reason: string,
+  ) {
+    super(
+      `call to tool '${toolName}' was denied by the approval step: ${reason}; change the call or ask for the authorization it needs`,
+      { toolName, reason },
+    );
+  }
+}
+
+/** The call waits for a person's decision before it may run. */
+export class ApprovalPendingError extends FleetError {
+  readonly code = ErrorCode.APPROVAL_PENDING;
+  constructor(
+    readonly toolName: string,
+    readonly reason: string,
+    readonly callId: string,
+  ) {
+    super(
+      `call '${callId}' to tool '${toolName}' is waiting for approval: ${reason}; confirm it to run it, or deny it`,
+      { toolName, reason, callId },
+    );
+  }
+}
+
+/** The tool ran and failed. */
+export class ExecutionFailedError extends FleetError {
+  readonly code = ErrorCode.EXECUTION_FAILED;
+  constructor(
+    readonly toolName: string,
+    readonly reason: string,
+    options: { cause?: unknown; details?: ErrorDetails } = {},
+  ) {
+    super(`tool '${toolName}' failed: ${reason}`, { ...options.details, toolName, reason }, { cause: options.cause });
+  }
+}
+
+/** The tool ran past its `timeoutMs`; its AbortSignal was fired. */
+export class ExecutionTimeoutError extends FleetError {
+  readonly code = ErrorCode.EXECUTION_TIMEOUT;
+  constructor(
+    readonly toolName: string,
+    readonly timeoutMs: number,
+  ) {
+    super(
+      `tool '${toolName}' did not finish within its ${timeoutMs} ms timeout and was aborted; raise the tool's timeoutMs or make the handler honour ctx.signal sooner`,
+      { toolName, timeoutMs },
+    );
+  }
+}
+
+/** The call was cancelled by its caller before it finished. */
+export class CancelledError extends FleetError {
+  readonly code = ErrorCode.CANCELLED;
+  constructor(
+    readonly toolName: string,
+    readonly reason: string,
+  ) {
+    super(`call to tool '${toolName}' was cancelled: ${reason}`, { toolName, reason });
+  }
+}
+
+/** The tool's structured result does not match its declared `outputSchema`. */
+export class OutputValidationError extends FleetError {
+  readonly code = ErrorCode.OUTPUT_VALIDATION;
+  constructor(
+    readonly toolName: string,
+    readonly path: string,
+    readonly reason: string,
+  ) {
+    super(
+      `tool '${toolName}' returned a result that does not match its outputSchema at '${displayPath(path)}': ${reason}; fix the handler or the outputSchema`,
+      { toolName, path, reason },
+    );
+  }
+}
+
+/** A tool was defined or served with a tier that does not fit. */
+export class InvalidTierError extends FleetError {
+  readonly code = ErrorCode.INVALID_TIER;
+  constructor(args: { toolName: string; expected: string; actual: string; hint: string }) {
+    super(
+      `tool '${args.toolName}' has an invalid tier: expected ${args.expected}, got ${args.actual}; ${args.hint}`,
+      { toolName: args.toolName, expected: args.expected, actual: args.actual },
+    );
+  }
+}
+
+/** A registry operation was refused (duplicate name, frozen registry…). */
+export class RegistryError extends FleetError {
+  readonly code = ErrorCode.REGISTRY_ERROR;
+  constructor(
+    readonly reason: string,
+    details: ErrorDetails = {},
+  ) {
+    super(`tool registry error: ${reason}`, { ...details, reason });
+  }
+}
+
+/** The tool exists but is outside the caller's active capability scope. */
+export class OutOfScopeError extends FleetError {
+  readonly code = ErrorCode.OUT_OF_SCOPE;
+  constructor(
+    readonly toolName: string,
+    readonly scopeName: string,
+  ) {
+    super(
+      `tool '${toolName}' is outside the active scope '${scopeName}'; list the tools this scope admits and call one of them, or run the task under a scope that includes it`,
+      { toolName, scope: scopeName },
+    );
+  }
+}
+
+/** A tool definition is malformed: bad name, invalid JSON Schema, bad flag. */
+export class InvalidDefinitionError extends FleetError {
+  readonly code = ErrorCode.INVALID_DEFINITION;
+  constructor(args: { toolName: string | undefined; path: string; reason: string; cause?: unknown }) {
+    const who = args.toolName === undefined ? 'a tool definition' : `the definition of tool '${args.toolName}'`;
+    super(
+      `${who} is invalid at '${displayPath(args.path)}': ${args.reason}`,
+      { toolName: args.toolName, path: args.path, reason: args.reason },
+      { cause: args.cause },
+    );
+  }
+}
+
+/** A fenced tool block in a model's text could not be turned into a call. */
+export class MalformedToolBlockError extends FleetError {
+  readonly code = ErrorCode.MALFORMED_TOOL_BLOCK;
+  constructor(args: { line: number; column: number; offset: number; reason: string }) {
+    super(
+      `malformed tool_call block at line ${args.line}, column ${args.column}: ${args.reason}; write the block body as JSON {"name": "...", "arguments": {...}}`,
+      { line: args.line, column: args.column, offset: args.offset, reason: args.reason },
+    );
+  }
+}
+
+/** Options or environment variables failed their schema. */
+export class ConfigInvalidError extends FleetError {
+  readonly code = ErrorCode.CONFIG_INVALID;
+  constructor(what: string, problems: readonly string[], options: { cause?: unknown } = {}) {
+    super(`invalid ${what}: ${problems.join('; ')}`, { what, problems }, options);
+  }
+}
+
+/** Something failed that no other code describes; a bug to report. */
+export class InternalError extends FleetError {
+  readonly code = ErrorCode.INTERNAL;
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super(message, {}, options);
+  }
+}
+
+/**
+ * An error that crossed a process boundary: the code and details survive, the
+ * class does not. Clients receive these.
+ */
+export class RemoteFleetError extends FleetError {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    details: ErrorDetails = {},
+  ) {
+    super(message, details);
+  }
+}

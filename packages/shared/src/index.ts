@@ -1,0 +1,69 @@
+/**
+ * @module @forge-fleet/shared
+ *
+ * The tool model every part of Forge Fleet shares: how a tool is defined,
+ * registered, scoped, validated, approved and executed, and the typed errors
+ * each step raises. The dispatcher and the workers meet only through these
+ * types (and Redis); neither imports the other.
+ */
+
+// errors
+export { ErrorCode, ERROR_CODES, isErrorCode, isRetryable, httpStatusFor } from './errors/codes.js';
+export { FleetError, isFleetError, type ErrorDetails } from './errors/fleet-error.js';
+export {
+  ToolNotFoundError,
+  SchemaValidationError,
+  ApprovalDeniedError,
+  ApprovalPendingError,
+  ExecutionFailedError,
+  ExecutionTimeoutError,
+  CancelledError,
+  OutputValidationError,
+  InvalidTierError,
+  RegistryError,
+  OutOfScopeError,
+  InvalidDefinitionError,
+  MalformedToolBlockError,
+  ConfigInvalidError,
+  InternalError,
+  RemoteFleetError,
+  displayPath,
+  type SchemaIssue,
+  type ValidationStage,
+} from './errors/errors.js';
+export { WireError, toWireError, fromWireError } from './errors/wire.js';
+
+// tiers
+export { Tier, TierInput, TIERS, tierNumber } from './tiers/tier.js';
+export { classifyTier, requiresAuthorization, executionContextFor, type ExecutionContext, type TierClassification } from './tiers/classify.js';
+
+// tools
+export { ToolName, ToolCallId, ToolCall, ToolResult } from './tools/call.js';
+export { ToolDefinition, PoolName, MAX_TIMEOUT_MS, parseToolDefinition, type ToolDefinitionInput } from './tools/definition.js';
+export { FnToolExecutor, resultFromOutput, type ToolExecutor, type ToolContext, type ToolHandler, type HandlerOutput } from './tools/executor.js';
+export { defineTool, ToolBuilder, type Tool } from './tools/tool.js';
+export { ToolRegistry, type RegisteredTool } from './tools/registry.js';
+
+// schema
+export { JsonSchema, DRAFT_2020_12, DRAFT_07, emptyObjectSchema, isJsonObject } from './schema/json-schema.js';
+export { compileSchema, SUPPORTED_DIALECTS, type CompiledSchema, type SchemaDefinitionProblem } from './schema/compile.js';
+
+// approval
+export { ApprovalDecision, Approval, Authorization, authorizationAllows, type ApprovalContext, type ApprovalHandler } from './approval/decision.js';
+export { AutoApprove, DenyAll, TierBasedApproval, AllowList, TrustGate, allOf } from './approval/handlers.js';
+
+// scope
+export { ToolScope, toolMatcher, assertToolPattern } from './scope/tool-scope.js';
+export { ScopeRegistry, DEFAULT_SCOPE_NAME, type NamedScope } from './scope/scopes.js';
+export { MemoryAuditLogger, type AuditLogger, type AuditEntry, type AuditErrorCategory } from './scope/audit.js';
+export { MemoryRiskSignalQueue, type RiskSignalQueue, type RiskSignal } from './scope/risk.js';
+export { TrustLevel } from './scope/trust.js';
+
+// pipeline
+export { executeToolCall, resultOf, type PipelineOptions, type CallContext, type ToolCallOutcome } from './pipeline/execute.js';
+export { validateArguments } from './pipeline/validate.js';
+export { runExecutor, errorResult, type RunOptions } from './pipeline/run.js';
+export { ScopedToolExecutor, type ScopedToolExecutorOptions, type ModelTextOutcome, type ModelTextCallOutcome } from './pipeline/scoped-executor.js';
+
+// model text
+export { parseToolCalls, TOOL_CALL_FENCE, type ParsedModelText, type ParseOptions } from './model-text/parse.js';

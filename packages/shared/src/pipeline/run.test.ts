@@ -1,0 +1,117 @@
+import { describe, expect, it } from 'vitest';
+import { ApprovalDeniedError } from '../errors/errors.js';
+import type { ToolCall, ToolResult } from '../tools/call.js';
+import type { ToolExecutor } from '../tools/executor.js';
+import { defineTool, type Tool } from '../tools/tool.js';
+import { runExecutor } from './run.js';
+
+const call = (name: string): ToolCall => ({ id: 'c1', name, arguments: {} });
+
+async function run(tool: Tool, options: Parameters<typeof runExecutor>[3] = {}): Promise<ToolResult> {
+  return runExecutor(tool.executor!, tool.definition, call(tool.definition.name), options);
+}
+
+/** Resolves when the signal fires; the handler then reports why. */
+const untilAborted = (signal: AbortSignal): Promise<string> =>
+  new Promise((resolve) => signal.addEventListener('abort', () => resolve('aborted'), { once: true }));
+
+describe('runExecutor', () => {
+  it('aborts the handler signal at timeoutMs and ends with EXECUTION_TIMEOUT', async () => {
+    let sawAbort = false;
+    const tool = defineTool({
+      name: 'slow',
+      tier: 'platform',
+      timeoutMs: 20,
+      handler: async (_a, ctx) => {
+        await untilAborted(ctx.signal);
+        sawAbort = true;
+        return 'late';
+      },
+    });
+    const result = await run(tool);
+    expect(result).toMatchObject({ isError: true, error: { code: 'EXECUTION_TIMEOUT', details: { timeoutMs: 20 } } });
+    expect(sawAbort).toBe(true);
+  });
+
+  it('answers at the timeout even when the handler ignores its signal', async () => {
+    let release: () => void = () => {};
+    const tool = defineTool({ name: 'stubborn', tier: 'platform', timeoutMs: 10, handler: () => new Promise<string>((r) => (release = () => r('never used'))) });
+    const result = await run(tool);
+    expect(result.error?.code).toBe('EXECUTION_TIMEOUT');
+    release();
+  });
+
+  it('cancels a running call when the caller aborts', async () => {
+    const controller = new AbortController();
+    let started: () => void = () => {};
+    const running = new Promise<void>((r) => (started = r));
+    const tool = defineTool({
+      name: 'long',
+      tier: 'platform',
+      handler: async (_a, ctx) => {
+        started();
+        return untilAborted(ctx.signal);
+      },
+    });
+    const pending = run(tool, { signal: controller.signal });
+    await running;
+    controller.abort('user pressed stop');
+    const result = await pending;
+    expect(result.error?.code).toBe('CANCELLED');
+    expect(result.content).toContain('user pressed stop');
+  });
+
+  it('does not start a call whose signal already fired', async () => {
+    let ran = false;
+    const tool = defineTool({ name: 'never', tier: 'platform', handler: () => ((ran = true), 'x') });
+    const result = await run(tool, { signal: AbortSignal.abort('gone') });
+    expect(result.error?.code).toBe('CANCELLED');
+    expect(ran).toBe(false);
+  });
+
+  it('keeps the code of a FleetError thrown by the handler', async () => {
+    const tool = defineTool({
+      name: 'strict',
+      tier: 'platform',
+      handler: () => {
+        throw new ApprovalDeniedError('strict', 'downstream refused');
+      },
+    });
+    expect((await run(tool)).error?.code).toBe('APPROVAL_DENIED');
+  });
+
+  it('turns a thrown non-Error into EXECUTION_FAILED with its text', async () => {
+    const tool = defineTool({
+      name: 'weird',
+      tier: 'platform',
+      handler: () => {
+        throw 'plain string'; // eslint-disable-line @typescript-eslint/only-throw-error
+      },
+    });
+    const result = await run(tool);
+    expect(result.error?.code).toBe('EXECUTION_FAILED');
+    expect(result.content).toContain('plain string');
+  });
+
+  it('refuses a malformed result from a custom executor', async () => {
+    const bad: ToolExecutor = { name: 'bad', execute: () => Promise.resolve({ nope: true } as unknown as ToolResult) };
+    const tool = defineTool({ name: 'bad', tier: 'platform', executor: bad });
+    expect((await run(tool)).error?.code).toBe('EXECUTION_FAILED');
+  });
+
+  it('stamps the call id and name on a custom executor result', async () => {
+    const sloppy: ToolExecutor = { name: 's', execute: () => Promise.resolve({ toolCallId: 'other', name: 'other', content: 'x', isError: false }) };
+    const result = await run(defineTool({ name: 's', tier: 'platform', executor: sloppy }));
+    expect(result).toMatchObject({ toolCallId: 'c1', name: 's' });
+  });
+
+  it('checks structured results against the outputSchema', async () => {
+    const outputSchema = { type: 'object', properties: { n: { type: 'number' } }, required: ['n'] };
+    const good = defineTool({ name: 'o', tier: 'platform', outputSchema, handler: () => ({ n: 1 }) });
+    expect((await run(good)).structuredContent).toEqual({ n: 1 });
+    const wrong = defineTool({ name: 'o', tier: 'platform', outputSchema, handler: () => ({ n: 'one' }) });
+    expect((await run(wrong)).error).toMatchObject({ code: 'OUTPUT_VALIDATION', details: { path: '/n' } });
+    const text = defineTool({ name: 'o', tier: 'platform', outputSchema, handler: () => 'just text' });
+    expect((await run(text)).error?.code).toBe('OUTPUT_VALIDATION');
+  });
+});

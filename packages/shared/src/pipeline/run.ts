@@ -1,0 +1,99 @@
+import { CancelledError, ExecutionFailedError, ExecutionTimeoutError, OutputValidationError } from '../errors/errors.js';
+import { type FleetError, isFleetError } from '../errors/fleet-error.js';
+import { toWireError } from '../errors/wire.js';
+import { compileSchema } from '../schema/compile.js';
+import type { TrustLevel } from '../scope/trust.js';
+import { ToolResult, type ToolCall } from '../tools/call.js';
+import type { ToolDefinition } from '../tools/definition.js';
+import type { ToolContext, ToolExecutor } from '../tools/executor.js';
+
+/** Builds the error result a caller receives when a call ends in failure. */
+export function errorResult(call: Pick<ToolCall, 'id' | 'name'>, error: FleetError): ToolResult {
+  return { toolCallId: call.id, name: call.name, content: error.message, isError: true, error: toWireError(error) };
+}
+
+/** How one execution runs. */
+export interface RunOptions {
+  /** Cancels the call: the handler's signal fires and the result is `CANCELLED`. */
+  readonly signal?: AbortSignal | undefined;
+  /** @defaultValue 1 */
+  readonly attempt?: number | undefined;
+  /** @defaultValue `{}` */
+  readonly env?: Readonly<Record<string, string>> | undefined;
+  /** @defaultValue `'trusted'` */
+  readonly trust?: TrustLevel | undefined;
+}
+
+function reasonOf(error: unknown): string {
+  if (error instanceof Error) return error.message || error.name;
+  return typeof error === 'string' ? error : JSON.stringify(error) ?? String(error);
+}
+
+/**
+ * Runs an approved call on its executor and always returns a result: a handler
+ * that throws, times out, is cancelled or returns the wrong shape yields an
+ * error result with a typed code. It never rejects, so one bad tool cannot
+ * take down the process or the other calls it is running.
+ */
+export async function runExecutor(executor: ToolExecutor, definition: ToolDefinition, call: ToolCall, options: RunOptions = {}): Promise<ToolResult> {
+  if (options.signal?.aborted) return errorResult(call, new CancelledError(call.name, reasonOf(options.signal.reason)));
+
+  const controller = new AbortController();
+  let settle: (failure: FleetError) => void = () => {};
+  const interrupted = new Promise<FleetError>((resolve) => (settle = resolve));
+  const onAbort = (): void => {
+    const failure = new CancelledError(call.name, reasonOf(options.signal?.reason));
+    controller.abort(failure);
+    settle(failure);
+  };
+  options.signal?.addEventListener('abort', onAbort, { once: true });
+  const timer =
+    definition.timeoutMs === undefined
+      ? undefined
+      : setTimeout(() => {
+          const failure = new ExecutionTimeoutError(call.name, definition.timeoutMs ?? 0);
+          controller.abort(failure);
+          settle(failure);
+        }, definition.timeoutMs);
+
+  const ctx: ToolContext = {
+    call,
+    signal: controller.signal,
+    tier: definition.tier,
+    attempt: options.attempt ?? 1,
+    env: options.env ?? {},
+    trust: options.trust ?? 'trusted',
+  };
+  const execution = (async () => executor.execute(call, ctx))();
+  // A handler that ignores its signal may still settle after we answered; its outcome no longer matters.
+  execution.catch(() => undefined);
+  try {
+    const outcome = await Promise.race([execution.then((result) => ({ result }), (error: unknown) => ({ error })), interrupted.then((failure) => ({ failure }))]);
+    if ('failure' in outcome) return errorResult(call, outcome.failure);
+    if ('error' in outcome) {
+      const error = outcome.error;
+      return errorResult(call, isFleetError(error) ? error : new ExecutionFailedError(call.name, reasonOf(error), { cause: error }));
+    }
+    return checkResult(definition, call, outcome.result);
+  } finally {
+    if (timer !== undefined) clearTimeout(timer);
+    options.signal?.removeEventListener('abort', onAbort);
+  }
+}
+
+function checkResult(definition: ToolDefinition, call: ToolCall, raw: unknown): ToolResult {
+  const parsed = ToolResult.safeParse(raw);
+  if (!parsed.success) {
+    return errorResult(call, new ExecutionFailedError(call.name, `the executor returned something that is not a ToolResult (${parsed.error.issues[0]?.message ?? 'invalid'})`));
+  }
+  // The result answers this call, whatever ids a custom executor put in it.
+  const result: ToolResult = { ...parsed.data, toolCallId: call.id, name: call.name };
+  if (definition.outputSchema === undefined || result.isError) return result;
+  if (result.structuredContent === undefined) {
+    return errorResult(call, new OutputValidationError(call.name, '', 'the tool declares an outputSchema but returned no JSON object'));
+  }
+  const compiled = compileSchema(definition.outputSchema);
+  const issues = compiled.ok ? compiled.validate(result.structuredContent) : [{ path: '', reason: compiled.problem.reason, keyword: '$schema' }];
+  const [first] = issues;
+  return first === undefined ? result : errorResult(call, new OutputValidationError(call.name, first.path, first.reason));
+}

@@ -1,0 +1,110 @@
+import { z } from 'zod';
+import { InvalidDefinitionError, InvalidTierError } from '../errors/errors.js';
+import { compileSchema } from '../schema/compile.js';
+import { emptyObjectSchema, JsonSchema } from '../schema/json-schema.js';
+import { TierInput } from '../tiers/tier.js';
+import { ToolName } from './call.js';
+
+/** Host worker pools are named like queues: no `:` (BullMQ) and no `.` (our separator). */
+export const PoolName = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1-64 characters of letters, digits, "_" or "-"');
+export type PoolName = z.infer<typeof PoolName>;
+
+/** Longest timeout a tool may declare: one day. Longer work belongs in a workflow engine. */
+export const MAX_TIMEOUT_MS = 24 * 60 * 60 * 1000;
+
+const fields = {
+  name: ToolName,
+  /** Shown to the model. @defaultValue `''` */
+  description: z.string().default(''),
+  /** JSON Schema of the arguments (draft 2020-12 unless `$schema` says draft-07). @defaultValue an empty object schema */
+  parameters: JsonSchema.default(emptyObjectSchema),
+  /** @defaultValue `'host'`: the most restrictive tier, so forgetting it never widens what a tool may do. */
+  tier: TierInput.default('host'),
+  /** JSON Schema of `structuredContent`, checked after the handler returns. */
+  outputSchema: JsonSchema.optional(),
+  /** Safe to run again after a transient failure. @defaultValue false */
+  retryable: z.boolean().default(false),
+  /** Safe to start before the model has finished its response (no side effects). @defaultValue false */
+  speculatable: z.boolean().default(false),
+  /** A person must confirm each call before it runs. @defaultValue false */
+  requiresConfirmation: z.boolean().default(false),
+  /** The handler's signal fires after this many milliseconds. */
+  timeoutMs: z.number().int().positive().max(MAX_TIMEOUT_MS).optional(),
+  /** Host tools only: the host worker pool that serves this tool. */
+  pool: PoolName.optional(),
+};
+
+/**
+ * The serialisable description of a tool: what a model is shown and what the
+ * dispatcher validates against. Decoding ignores unknown fields so that an
+ * older dispatcher still reads definitions from a newer worker.
+ */
+export const ToolDefinition = z.object(fields);
+export type ToolDefinition = z.infer<typeof ToolDefinition>;
+/** What a person writes: every field but `name` has a default. */
+export type ToolDefinitionInput = z.input<typeof ToolDefinition>;
+
+// Authors' typos (`requireConfirmation`) must fail loudly, not be dropped.
+const StrictToolDefinition = z.strictObject(fields);
+
+function pointer(path: readonly PropertyKey[]): string {
+  return path.map((p) => `/${String(p).replace(/~/g, '~0').replace(/\//g, '~1')}`).join('');
+}
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) deepFreeze(v);
+  }
+  return value;
+}
+
+/**
+ * Checks and normalises a definition: name, flags, both JSON Schemas (compiled
+ * once here, so a bad schema fails at definition time, not at the first call),
+ * and the tier rules. Returns a deep-frozen copy.
+ *
+ * @throws InvalidDefinitionError with the JSON Pointer of the offending field.
+ * @throws InvalidTierError when `pool` is set on a tool that is not host-tier.
+ */
+export function parseToolDefinition(input: unknown, options: { strict?: boolean } = {}): ToolDefinition {
+  const nameHint = typeof input === 'object' && input !== null && typeof (input as { name?: unknown }).name === 'string' ? (input as { name: string }).name : undefined;
+  const parsed = (options.strict === false ? ToolDefinition : StrictToolDefinition).safeParse(input);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const unknownKeys = issue?.code === 'unrecognized_keys' ? ` (${issue.keys.join(', ')})` : '';
+    throw new InvalidDefinitionError({
+      toolName: nameHint,
+      path: pointer(issue?.path ?? []),
+      reason: `${issue?.message ?? 'invalid'}${unknownKeys}`,
+      cause: parsed.error,
+    });
+  }
+  // A private copy: freezing must not reach into objects the author still holds.
+  const def = JSON.parse(JSON.stringify(parsed.data)) as ToolDefinition;
+
+  if (def.parameters.type !== 'object') {
+    throw new InvalidDefinitionError({
+      toolName: def.name,
+      path: '/parameters/type',
+      reason: `the parameters schema must describe a JSON object (type: "object"), got ${JSON.stringify(def.parameters.type ?? null)}; tool arguments are always an object`,
+    });
+  }
+  for (const key of ['parameters', 'outputSchema'] as const) {
+    const schema = def[key];
+    if (schema === undefined) continue;
+    const compiled = compileSchema(deepFreeze(schema));
+    if (!compiled.ok) {
+      throw new InvalidDefinitionError({ toolName: def.name, path: `/${key}${compiled.problem.path}`, reason: compiled.problem.reason });
+    }
+  }
+  if (def.pool !== undefined && def.tier !== 'host') {
+    throw new InvalidTierError({
+      toolName: def.name,
+      expected: 'host',
+      actual: def.tier,
+      hint: `only host-tier tools run on named worker pools; remove pool "${def.pool}" or set tier: "host"`,
+    });
+  }
+  return deepFreeze(def);
+}

@@ -1,0 +1,62 @@
+import type { TrustLevel } from '../scope/trust.js';
+import type { Tier } from '../tiers/tier.js';
+import type { ToolCall, ToolResult } from './call.js';
+
+/** What a handler receives besides its arguments. */
+export interface ToolContext {
+  /** The call being run (after any modification by the approval step). */
+  readonly call: ToolCall;
+  /** Fires when the call is cancelled or its timeout passes; long handlers must honour it. */
+  readonly signal: AbortSignal;
+  readonly tier: Tier;
+  /** 1 for the first run, 2 for the first retry… */
+  readonly attempt: number;
+  /** Environment variables of the active skill; never the worker's own environment. */
+  readonly env: Readonly<Record<string, string>>;
+  /** How far the active skill is trusted. */
+  readonly trust: TrustLevel;
+}
+
+/**
+ * What a handler may return: text (what a model reads), a JSON object (kept as
+ * `structuredContent`, with its JSON text as `content`), or any other JSON value
+ * (kept as JSON text).
+ */
+export type HandlerOutput = string | number | boolean | null | undefined | readonly unknown[] | { readonly [key: string]: unknown };
+
+/** A tool's implementation as a plain function. Throwing yields an error result, never a crash. */
+export type ToolHandler = (args: Record<string, unknown>, ctx: ToolContext) => HandlerOutput | Promise<HandlerOutput>;
+
+/**
+ * Runs one tool. The executor receives a call that has already been scoped,
+ * validated and approved: it must not make its own authorization decisions.
+ */
+export interface ToolExecutor {
+  /** The name of the tool this executor serves. */
+  readonly name: string;
+  execute(call: ToolCall, ctx: ToolContext): Promise<ToolResult>;
+}
+
+/** Builds the result for a handler's output (see {@link HandlerOutput}). */
+export function resultFromOutput(call: ToolCall, output: HandlerOutput): ToolResult {
+  const base = { toolCallId: call.id, name: call.name, isError: false };
+  if (typeof output === 'string') return { ...base, content: output };
+  if (output === undefined) return { ...base, content: '' };
+  const content = JSON.stringify(output);
+  if (typeof output === 'object' && output !== null && !Array.isArray(output)) {
+    return { ...base, content, structuredContent: JSON.parse(content) as Record<string, unknown> };
+  }
+  return { ...base, content };
+}
+
+/** Wraps a plain function as a {@link ToolExecutor}. */
+export class FnToolExecutor implements ToolExecutor {
+  constructor(
+    readonly name: string,
+    private readonly handler: ToolHandler,
+  ) {}
+
+  async execute(call: ToolCall, ctx: ToolContext): Promise<ToolResult> {
+    return resultFromOutput(call, await this.handler(call.arguments, ctx));
+  }
+}
