@@ -27,6 +27,15 @@ export {
   ConfigInvalidError,
   InternalError,
   RemoteFleetError,
+  BadRequestError,
+  UnauthenticatedError,
+  NoWorkerError,
+  CallNotFoundError,
+  PayloadTooLargeError,
+  ExpiredError,
+  WorkerLostError,
+  RouteNotFoundError,
+  WaitTimeoutError,
   displayPath,
   type SchemaIssue,
   type ValidationStage,
@@ -60,10 +69,20 @@ export { MemoryRiskSignalQueue, type RiskSignalQueue, type RiskSignal } from './
 export { TrustLevel } from './scope/trust.js';
 
 // pipeline
-export { executeToolCall, resultOf, type PipelineOptions, type CallContext, type ToolCallOutcome } from './pipeline/execute.js';
+export { executeToolCall, admitToolCall, resultOf, type PipelineOptions, type AdmitOptions, type Admission, type CallContext, type ToolCallOutcome } from './pipeline/execute.js';
 export { validateArguments } from './pipeline/validate.js';
 export { runExecutor, errorResult, type RunOptions } from './pipeline/run.js';
 export { ScopedToolExecutor, type ScopedToolExecutorOptions, type ModelTextOutcome, type ModelTextCallOutcome } from './pipeline/scoped-executor.js';
 
 // model text
 export { parseToolCalls, TOOL_CALL_FENCE, type ParsedModelText, type ParseOptions } from './model-text/parse.js';
+
+// wire
+export { CallStatus, FINAL_STATUSES, isFinalStatus, CallView, SubmitCallRequest, MAX_WAIT_MS } from './wire/call-view.js';
+export { CallEnvelope, ReplyMessage } from './wire/envelope.js';
+
+// queues
+export { queueName, fleetKeys, DEFAULT_FLEET_PREFIX, FLEET_PREFIX_PATTERN, type FleetKeys } from './queues/names.js';
+
+// config
+export { parseConfig } from './config/parse.js';

@@ -19,6 +19,15 @@ export const ErrorCode = {
   MALFORMED_TOOL_BLOCK: 'MALFORMED_TOOL_BLOCK',
   CONFIG_INVALID: 'CONFIG_INVALID',
   INTERNAL: 'INTERNAL',
+  BAD_REQUEST: 'BAD_REQUEST',
+  UNAUTHENTICATED: 'UNAUTHENTICATED',
+  NO_WORKER: 'NO_WORKER',
+  CALL_NOT_FOUND: 'CALL_NOT_FOUND',
+  PAYLOAD_TOO_LARGE: 'PAYLOAD_TOO_LARGE',
+  EXPIRED: 'EXPIRED',
+  WORKER_LOST: 'WORKER_LOST',
+  ROUTE_NOT_FOUND: 'ROUTE_NOT_FOUND',
+  WAIT_TIMEOUT: 'WAIT_TIMEOUT',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
@@ -44,6 +53,8 @@ export function isRetryable(code: ErrorCode): boolean {
     case ErrorCode.EXECUTION_FAILED:
     case ErrorCode.EXECUTION_TIMEOUT:
     case ErrorCode.INTERNAL:
+    case ErrorCode.NO_WORKER:
+    case ErrorCode.WORKER_LOST:
       return true;
     case ErrorCode.TOOL_NOT_FOUND:
     case ErrorCode.SCHEMA_VALIDATION:
@@ -57,7 +68,15 @@ export function isRetryable(code: ErrorCode): boolean {
     case ErrorCode.INVALID_DEFINITION:
     case ErrorCode.MALFORMED_TOOL_BLOCK:
     case ErrorCode.CONFIG_INVALID:
+    case ErrorCode.BAD_REQUEST:
+    case ErrorCode.UNAUTHENTICATED:
+    case ErrorCode.CALL_NOT_FOUND:
+    case ErrorCode.PAYLOAD_TOO_LARGE:
+    case ErrorCode.EXPIRED:
+    case ErrorCode.ROUTE_NOT_FOUND:
       return false;
+    case ErrorCode.WAIT_TIMEOUT:
+      return true;
     default:
       return assertNever(code);
   }
@@ -67,7 +86,21 @@ export function isRetryable(code: ErrorCode): boolean {
 export function httpStatusFor(code: ErrorCode): number {
   switch (code) {
     case ErrorCode.TOOL_NOT_FOUND:
+    case ErrorCode.CALL_NOT_FOUND:
+    case ErrorCode.ROUTE_NOT_FOUND:
       return 404;
+    case ErrorCode.BAD_REQUEST:
+      return 400;
+    case ErrorCode.UNAUTHENTICATED:
+      return 401;
+    case ErrorCode.PAYLOAD_TOO_LARGE:
+      return 413;
+    case ErrorCode.NO_WORKER:
+      return 503;
+    case ErrorCode.EXPIRED:
+      return 410;
+    case ErrorCode.WAIT_TIMEOUT:
+      return 408;
     case ErrorCode.SCHEMA_VALIDATION:
       return 422;
     case ErrorCode.APPROVAL_DENIED:
@@ -84,6 +117,7 @@ export function httpStatusFor(code: ErrorCode): number {
       return 400;
     case ErrorCode.EXECUTION_FAILED:
     case ErrorCode.OUTPUT_VALIDATION:
+    case ErrorCode.WORKER_LOST:
       return 502;
     case ErrorCode.EXECUTION_TIMEOUT:
       return 504;

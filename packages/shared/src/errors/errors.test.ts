@@ -2,6 +2,15 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { ERROR_CODES, ErrorCode, httpStatusFor, isErrorCode, isRetryable } from './codes.js';
 import {
+  BadRequestError,
+  CallNotFoundError,
+  ExpiredError,
+  NoWorkerError,
+  PayloadTooLargeError,
+  UnauthenticatedError,
+  WorkerLostError,
+  RouteNotFoundError,
+  WaitTimeoutError,
   ApprovalDeniedError,
   ApprovalPendingError,
   CancelledError,
@@ -38,6 +47,15 @@ const samples: Record<Exclude<ErrorCode, never>, FleetError> = {
   MALFORMED_TOOL_BLOCK: new MalformedToolBlockError({ line: 3, column: 1, offset: 20, reason: 'bad JSON' }),
   CONFIG_INVALID: new ConfigInvalidError('WorkerOptions', ['concurrency: must be positive']),
   INTERNAL: new InternalError('bug'),
+  BAD_REQUEST: new BadRequestError('body is not JSON'),
+  UNAUTHENTICATED: new UnauthenticatedError('unknown API key'),
+  NO_WORKER: new NoWorkerError('http_get', '{forge.host}'),
+  CALL_NOT_FOUND: new CallNotFoundError('c-1'),
+  PAYLOAD_TOO_LARGE: new PayloadTooLargeError(1024),
+  EXPIRED: new ExpiredError('slow', 0),
+  WORKER_LOST: new WorkerLostError('pay', 'lock expired'),
+  ROUTE_NOT_FOUND: new RouteNotFoundError('GET', '/nope'),
+  WAIT_TIMEOUT: new WaitTimeoutError('c-1', 100, 'running'),
 };
 
 describe('error codes', () => {

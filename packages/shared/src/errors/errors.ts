@@ -222,6 +222,100 @@ export class InternalError extends FleetError {
   }
 }
 
+/** A request is malformed (not JSON, wrong shape, unknown task type…). */
+export class BadRequestError extends FleetError {
+  readonly code = ErrorCode.BAD_REQUEST;
+  constructor(reason: string, details: ErrorDetails = {}) {
+    super(`bad request: ${reason}`, { ...details, reason });
+  }
+}
+
+/** The caller presented credentials the fleet does not accept. */
+export class UnauthenticatedError extends FleetError {
+  readonly code = ErrorCode.UNAUTHENTICATED;
+  constructor(reason: string) {
+    super(`not authenticated: ${reason}`, { reason });
+  }
+}
+
+/** The tool is known, but no live worker serves it right now. */
+export class NoWorkerError extends FleetError {
+  readonly code = ErrorCode.NO_WORKER;
+  constructor(
+    readonly toolName: string,
+    readonly queue: string,
+  ) {
+    super(
+      `no live worker serves tool '${toolName}' (queue ${queue}); start one with \`forge-worker --tools <module>\` for its tier, then call again`,
+      { toolName, queue },
+    );
+  }
+}
+
+/** No call with this id is known (never submitted, or past its retention time). */
+export class CallNotFoundError extends FleetError {
+  readonly code = ErrorCode.CALL_NOT_FOUND;
+  constructor(readonly callId: string) {
+    super(`no call with id '${callId}' is known; it was never submitted or its result has passed the retention time`, { callId });
+  }
+}
+
+/** A request body is larger than the fleet accepts. */
+export class PayloadTooLargeError extends FleetError {
+  readonly code = ErrorCode.PAYLOAD_TOO_LARGE;
+  constructor(readonly limitBytes: number) {
+    super(`the request body is larger than ${limitBytes} bytes; send smaller arguments (pass large data by reference, e.g. a URL)`, { limitBytes });
+  }
+}
+
+/** The call was still queued when its deadline passed, so it was never executed. */
+export class ExpiredError extends FleetError {
+  readonly code = ErrorCode.EXPIRED;
+  constructor(
+    readonly toolName: string,
+    readonly deadline: number,
+  ) {
+    super(
+      `call to tool '${toolName}' expired at ${new Date(deadline).toISOString()} before a worker started it, and was not executed; allow more time or add workers for its tier`,
+      { toolName, deadline },
+    );
+  }
+}
+
+/** The worker running the call died or shut down before the call finished. */
+export class WorkerLostError extends FleetError {
+  readonly code = ErrorCode.WORKER_LOST;
+  constructor(
+    readonly toolName: string,
+    reason: string,
+  ) {
+    super(
+      `the worker running tool '${toolName}' was lost (${reason}); the tool is not flagged retryable, so it was not run again — check whether it took effect before calling it again`,
+      { toolName, reason },
+    );
+  }
+}
+
+/** No HTTP route matches the request. */
+export class RouteNotFoundError extends FleetError {
+  readonly code = ErrorCode.ROUTE_NOT_FOUND;
+  constructor(method: string, url: string) {
+    super(`no route ${method} ${url}; the API is under /v1 (GET /v1/tools, POST /v1/calls, GET /v1/calls/:id, POST /v1/calls/:id/cancel)`, { method, url });
+  }
+}
+
+/** The caller stopped waiting for a call that has not ended; the call itself goes on. */
+export class WaitTimeoutError extends FleetError {
+  readonly code = ErrorCode.WAIT_TIMEOUT;
+  constructor(
+    readonly callId: string,
+    readonly timeoutMs: number,
+    readonly status: string,
+  ) {
+    super(`call '${callId}' had not ended after ${timeoutMs} ms (status: ${status}); it goes on in the fleet — wait for it again by id, or cancel it`, { callId, timeoutMs, status });
+  }
+}
+
 /**
  * An error that crossed a process boundary: the code and details survive, the
  * class does not. Clients receive these.

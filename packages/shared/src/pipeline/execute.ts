@@ -6,6 +6,7 @@ import type { NamedScope } from '../scope/scopes.js';
 import { ToolScope } from '../scope/tool-scope.js';
 import type { TrustLevel } from '../scope/trust.js';
 import type { ToolCall, ToolResult } from '../tools/call.js';
+import type { ToolDefinition } from '../tools/definition.js';
 import type { ToolRegistry } from '../tools/registry.js';
 import { runExecutor } from './run.js';
 import { validateArguments } from './validate.js';
@@ -67,7 +68,7 @@ const FULL_SCOPE: NamedScope = Object.freeze({ name: 'full', scope: ToolScope.fu
  * leaves a trace of it. Audit and risk sinks cannot un-reject the call: their
  * failures are swallowed.
  */
-async function enforceScope(call: ToolCall, options: PipelineOptions): Promise<void> {
+async function enforceScope(call: ToolCall, options: Omit<PipelineOptions, 'registry'>): Promise<void> {
   const active = options.scope ?? FULL_SCOPE;
   if (active.scope.admits(call.name)) return;
   const at = new Date().toISOString();
@@ -102,17 +103,37 @@ async function askApproval(handler: ApprovalHandler, ...args: Parameters<Approva
   }
 }
 
+/** Where {@link admitToolCall} leaves a call. */
+export type Admission =
+  | { readonly status: 'approved'; readonly call: ToolCall; readonly definition: ToolDefinition }
+  | {
+      readonly status: 'awaiting_approval';
+      readonly call: ToolCall;
+      readonly definition: ToolDefinition;
+      readonly reason: string;
+      readonly waitingFor: 'approval' | 'confirmation';
+    };
+
+/** What {@link admitToolCall} needs: the pipeline options, with definitions from anywhere (a registry, a live catalog). */
+export type AdmitOptions = Omit<PipelineOptions, 'registry'> & {
+  /**
+   * The definition for a tool name.
+   * @throws ToolNotFoundError (or another FleetError, e.g. when no worker serves the tool).
+   */
+  readonly lookup: (name: string) => ToolDefinition;
+};
+
 /**
- * Runs one call through the whole pipeline, in this order:
- * scope → lookup → schema validation → approval (→ re-validation after a modification) → confirmation → execution.
+ * Every step before execution, in this order:
+ * scope → lookup → schema validation → approval (→ re-validation after a modification) → confirmation.
+ * The dispatcher runs this and enqueues what it approves; {@link executeToolCall} runs it and executes in-process.
  *
- * @returns the result (`completed` / `failed`), or `awaiting_approval` when a person must decide first.
  * @throws OutOfScopeError before any other step when the scope does not admit the tool.
  * @throws ToolNotFoundError, SchemaValidationError, ApprovalDeniedError for calls that must not run.
  */
-export async function executeToolCall(call: ToolCall, options: PipelineOptions): Promise<ToolCallOutcome> {
+export async function admitToolCall(call: ToolCall, options: AdmitOptions): Promise<Admission> {
   await enforceScope(call, options);
-  const { definition, executor } = options.registry.require(call.name);
+  const definition = options.lookup(call.name);
   validateArguments(definition, call.arguments);
 
   const ctx = options.ctx ?? {};
@@ -135,7 +156,7 @@ export async function executeToolCall(call: ToolCall, options: PipelineOptions):
         validateArguments(definition, decision.arguments, 'after_modify');
         approved = { ...call, arguments: decision.arguments };
       }
-      if (options.confirmed !== true) return { status: 'awaiting_approval', call: approved, reason: decision.reason, waitingFor: 'approval' };
+      if (options.confirmed !== true) return { status: 'awaiting_approval', call: approved, definition, reason: decision.reason, waitingFor: 'approval' };
       break;
     case 'approve':
       break;
@@ -144,11 +165,29 @@ export async function executeToolCall(call: ToolCall, options: PipelineOptions):
     return {
       status: 'awaiting_approval',
       call: approved,
+      definition,
       reason: `tool '${call.name}' requires a person to confirm each call`,
       waitingFor: 'confirmation',
     };
   }
-  const result = await runExecutor(executor, definition, approved, ctx);
+  return { status: 'approved', call: approved, definition };
+}
+
+/**
+ * Runs one call through the whole pipeline in this process: {@link admitToolCall}, then execution.
+ *
+ * @returns the result (`completed` / `failed`), or `awaiting_approval` when a person must decide first.
+ * @throws OutOfScopeError before any other step when the scope does not admit the tool.
+ * @throws ToolNotFoundError, SchemaValidationError, ApprovalDeniedError for calls that must not run.
+ */
+export async function executeToolCall(call: ToolCall, options: PipelineOptions): Promise<ToolCallOutcome> {
+  const admission = await admitToolCall(call, { ...options, lookup: (name) => options.registry.require(name).definition });
+  if (admission.status === 'awaiting_approval') {
+    const { call: waiting, reason, waitingFor } = admission;
+    return { status: 'awaiting_approval', call: waiting, reason, waitingFor };
+  }
+  const { executor } = options.registry.require(call.name);
+  const result = await runExecutor(executor, admission.definition, admission.call, options.ctx ?? {});
   return { status: result.isError ? 'failed' : 'completed', result };
 }
 

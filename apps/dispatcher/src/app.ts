@@ -1,0 +1,39 @@
+import type { ScopeRegistry } from '@forge-fleet/shared';
+import { fastify, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import type { ApiKeys } from './approvals/policy.js';
+import type { CatalogView } from './catalog/catalog-view.js';
+import { callRoutes } from './http/calls.js';
+import { registerErrorHandling } from './http/errors.js';
+import { healthRoutes } from './http/health.js';
+import { toolRoutes } from './http/tools.js';
+import type { CallService } from './pipeline/call-service.js';
+
+/** What the HTTP app needs; main.ts builds these from the environment, tests from a real Redis. */
+export interface AppDeps {
+  readonly calls: CallService;
+  readonly catalog: CatalogView;
+  readonly scopes: ScopeRegistry;
+  readonly keys: ApiKeys;
+  readonly ready: () => Promise<boolean>;
+  readonly log: Logger;
+  readonly bodyLimit: number;
+}
+
+/** The dispatcher's HTTP API (see docs/http-api.md), as a fastify instance not yet listening. */
+export function buildApp(deps: AppDeps): FastifyInstance {
+  const app = fastify({
+    // pino's Logger and fastify's logger type differ only in optional extras.
+    loggerInstance: deps.log,
+    bodyLimit: deps.bodyLimit,
+    // Calls may wait up to 60 s for a result.
+    requestTimeout: 0,
+    keepAliveTimeout: 65_000,
+    disableRequestLogging: true,
+  });
+  registerErrorHandling(app, deps.bodyLimit);
+  void app.register(healthRoutes(deps.ready));
+  void app.register(toolRoutes(deps.catalog, deps.scopes, deps.keys));
+  void app.register(callRoutes(deps.calls, deps.scopes, deps.keys));
+  return app;
+}

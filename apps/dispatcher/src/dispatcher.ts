@@ -1,0 +1,88 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import { type Authorization, fleetKeys, ScopeRegistry, ToolScope } from '@forge-fleet/shared';
+import { CallStore, Catalog, closeRedis, connectRedis, RedisAuditLogger, RedisRiskSignalQueue, ReplyInbox, TierQueues } from '@forge-fleet/store';
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import { buildApp } from './app.js';
+import { ApiKeys, approvalPolicy } from './approvals/policy.js';
+import { CatalogView } from './catalog/catalog-view.js';
+import { CallService } from './pipeline/call-service.js';
+
+/** Everything a dispatcher instance is configured with. */
+export interface DispatcherOptions {
+  readonly redisUrl: string;
+  readonly prefix: string;
+  readonly retentionMs: number;
+  readonly bodyLimit: number;
+  readonly approval: 'tier' | 'auto' | 'deny';
+  readonly apiKeys: Readonly<Record<string, Authorization>>;
+  /** Patterns per task type. */
+  readonly scopes: Readonly<Record<string, readonly string[]>>;
+  readonly defaultScope: readonly string[];
+  readonly catalogRefreshMs: number;
+  readonly retry: { readonly attempts: number; readonly backoffMs: number };
+  readonly log: Logger;
+  /** @defaultValue `<hostname>-<pid>-<random>` */
+  readonly id?: string;
+}
+
+/** A running dispatcher instance (not yet listening: call `app.listen`). */
+export interface Dispatcher {
+  readonly id: string;
+  readonly app: FastifyInstance;
+  /** Stops accepting requests, answers those in flight, then closes its connections. */
+  close(): Promise<void>;
+}
+
+/** Connects to Redis, reads the catalog and builds the HTTP app. */
+export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher> {
+  const id = o.id ?? `d-${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
+  const keys = fleetKeys(o.prefix);
+  const redis = connectRedis(o.redisUrl, 'command');
+  const blocking = connectRedis(o.redisUrl, 'blocking');
+  const log = o.log.child({ dispatcherId: id });
+  const scopes = new ScopeRegistry(o.defaultScope.length === 1 && o.defaultScope[0] === '*' ? ToolScope.full() : ToolScope.allow(o.defaultScope));
+  for (const [task, patterns] of Object.entries(o.scopes)) scopes.register(task, ToolScope.allow(patterns));
+
+  const catalog = new CatalogView(new Catalog(redis, keys), o.prefix, o.catalogRefreshMs, log);
+  const inbox = new ReplyInbox(blocking, keys, id, { onError: (err) => log.error({ err }, 'reply inbox error') });
+  const queues = new TierQueues(redis, o.prefix, o.retry);
+  const calls = new CallService({
+    dispatcherId: id,
+    redis,
+    keys,
+    store: new CallStore(redis, keys, o.retentionMs),
+    queues,
+    inbox,
+    catalog,
+    approval: approvalPolicy(o.approval),
+    audit: new RedisAuditLogger(redis, keys),
+    risk: new RedisRiskSignalQueue(redis, keys, (err) => log.error({ err }, 'risk signal write failed')),
+    log,
+  });
+  await catalog.start();
+  inbox.start();
+  const app = buildApp({
+    calls,
+    catalog,
+    scopes,
+    keys: new ApiKeys(o.apiKeys),
+    ready: async () => (await redis.ping()) === 'PONG',
+    log,
+    bodyLimit: o.bodyLimit,
+  });
+  let closed: Promise<void> | undefined;
+  return {
+    id,
+    app,
+    close: () =>
+      (closed ??= (async () => {
+        await app.close();
+        catalog.stop();
+        await inbox.stop();
+        await queues.close();
+        await closeRedis(redis);
+      })()),
+  };
+}

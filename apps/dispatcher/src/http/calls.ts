@@ -1,0 +1,60 @@
+import { BadRequestError, type CallView, isFinalStatus, MAX_WAIT_MS, type ScopeRegistry, SubmitCallRequest, ToolCallId } from '@forge-fleet/shared';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import type { ApiKeys } from '../approvals/policy.js';
+import type { Caller, CallService } from '../pipeline/call-service.js';
+
+const WaitQuery = z.object({
+  wait: z.coerce.number().int().min(0).max(MAX_WAIT_MS, `wait is at most ${MAX_WAIT_MS} ms`).default(0),
+});
+
+function parse<S extends z.ZodType>(schema: S, value: unknown, what: string): z.output<S> {
+  const r = schema.safeParse(value);
+  if (!r.success) throw new BadRequestError(`${what}: ${r.error.issues.map((i) => `${i.path.join('.') || what}: ${i.message}`).join('; ')}`);
+  return r.data;
+}
+
+/** Resolves the caller's scope from `x-forge-task` and grants from its API key. */
+export function callerOf(request: FastifyRequest, scopes: ScopeRegistry, keys: ApiKeys): Caller {
+  const header = request.headers['x-forge-task'];
+  const taskType = Array.isArray(header) ? header[0] : header;
+  const scope = scopes.resolve(taskType === '' ? undefined : taskType);
+  if (scope === undefined) throw new BadRequestError(`unknown task type '${String(taskType)}' in x-forge-task; known: ${scopes.taskTypes().join(', ') || 'none'}`);
+  return { scope, authorization: keys.authenticate(request.headers.authorization) };
+}
+
+/** Aborts when the client goes away, so a long wait does not outlive its request. */
+function clientGone(request: FastifyRequest): AbortSignal {
+  const controller = new AbortController();
+  request.raw.once('close', () => {
+    if (!request.raw.complete || request.raw.destroyed) controller.abort();
+  });
+  return controller.signal;
+}
+
+const statusOf = (view: CallView): number => (isFinalStatus(view.status) ? 200 : 202);
+
+/** `/v1/calls`: submit, read (and await), cancel. */
+export function callRoutes(calls: CallService, scopes: ScopeRegistry, keys: ApiKeys) {
+  return (app: FastifyInstance): void => {
+    app.post('/v1/calls', async (request, reply) => {
+      const caller = callerOf(request, scopes, keys);
+      const { wait } = parse(WaitQuery, request.query, 'query');
+      const body = parse(SubmitCallRequest, request.body, 'body');
+      const view = await calls.submit(body, caller, wait, clientGone(request));
+      return reply.status(statusOf(view)).send(view);
+    });
+
+    app.get<{ Params: { id: string } }>('/v1/calls/:id', async (request, reply) => {
+      const id = parse(ToolCallId, request.params.id, 'call id');
+      const { wait } = parse(WaitQuery, request.query, 'query');
+      const view = await calls.get(id, wait, clientGone(request));
+      return reply.status(statusOf(view)).send(view);
+    });
+
+    app.post<{ Params: { id: string } }>('/v1/calls/:id/cancel', async (request, reply) => {
+      const id = parse(ToolCallId, request.params.id, 'call id');
+      return reply.status(200).send(await calls.cancel(id));
+    });
+  };
+}

@@ -1,0 +1,34 @@
+import { BadRequestError, type FleetError, InternalError, isFleetError, PayloadTooLargeError, RouteNotFoundError, toWireError } from '@forge-fleet/shared';
+import type { FastifyError, FastifyInstance } from 'fastify';
+import { ZodError } from 'zod';
+
+/** The body of every error answer: `{ error: { code, message, …details } }`. */
+export function errorBody(error: FleetError): { error: Record<string, unknown> } {
+  const wire = toWireError(error);
+  return { error: { ...wire.details, code: wire.code, message: wire.message, retryable: wire.retryable } };
+}
+
+/** Turns what fastify itself raises (bad JSON, body too large…) into our codes. */
+function fromFastify(error: FastifyError, bodyLimit: number): FleetError {
+  if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || error.statusCode === 413) return new PayloadTooLargeError(bodyLimit);
+  if (error instanceof ZodError) return new BadRequestError(error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '));
+  if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) return new BadRequestError(error.message);
+  return new InternalError(error.message, { cause: error });
+}
+
+/**
+ * One error handler for the whole API: FleetErrors answer with their own HTTP
+ * status and code; anything else is logged and answered as INTERNAL.
+ */
+export function registerErrorHandling(app: FastifyInstance, bodyLimit: number): void {
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    const fleetError = isFleetError(error) ? error : fromFastify(error, bodyLimit);
+    if (fleetError.httpStatus >= 500 && fleetError.code === 'INTERNAL') request.log.error({ err: error }, 'request failed');
+    else request.log.info({ code: fleetError.code }, 'request refused');
+    void reply.status(fleetError.httpStatus).send(errorBody(fleetError));
+  });
+  app.setNotFoundHandler((request, reply) => {
+    const error = new RouteNotFoundError(request.method, request.url);
+    void reply.status(error.httpStatus).send(errorBody(error));
+  });
+}

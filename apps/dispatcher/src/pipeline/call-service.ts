@@ -1,0 +1,183 @@
+import { randomUUID } from 'node:crypto';
+import {
+  admitToolCall,
+  type ApprovalHandler,
+  type AuditLogger,
+  type Authorization,
+  CallNotFoundError,
+  type CallEnvelope,
+  type CallView,
+  CancelledError,
+  errorResult,
+  ExpiredError,
+  type FleetKeys,
+  isFinalStatus,
+  type NamedScope,
+  type ReplyMessage,
+  type RiskSignalQueue,
+  type SubmitCallRequest,
+  type ToolCall,
+} from '@forge-fleet/shared';
+import { type CallRecord, type CallStore, publishReply, type ReplyInbox, type TierQueues, viewOf } from '@forge-fleet/store';
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import type { CatalogView } from '../catalog/catalog-view.js';
+
+/** Who is asking, as the HTTP layer found out. */
+export interface Caller {
+  readonly scope: NamedScope;
+  readonly authorization: Authorization | undefined;
+}
+
+export interface CallServiceDeps {
+  readonly dispatcherId: string;
+  readonly redis: Redis;
+  readonly keys: FleetKeys;
+  readonly store: CallStore;
+  readonly queues: TierQueues;
+  readonly inbox: ReplyInbox;
+  readonly catalog: CatalogView;
+  readonly approval: ApprovalHandler;
+  readonly audit: AuditLogger;
+  readonly risk: RiskSignalQueue;
+  readonly log: Logger;
+}
+
+/** How long a cancel request waits for a running call's worker to confirm. */
+const CANCEL_CONFIRM_MS = 5000;
+
+function viewOfReply(message: ReplyMessage): CallView {
+  return { id: message.id, status: message.status, result: message.result };
+}
+
+/**
+ * What the HTTP routes do: admit a call (scope → lookup → schema → approval),
+ * record it, enqueue it on its tier queue and wait for its result; read,
+ * await and cancel calls by id.
+ */
+export class CallService {
+  constructor(private readonly d: CallServiceDeps) {}
+
+  /**
+   * Submits a call. Returns its view: final if it ended within `waitMs`.
+   * @throws FleetError (OUT_OF_SCOPE, TOOL_NOT_FOUND, NO_WORKER, SCHEMA_VALIDATION, APPROVAL_DENIED).
+   */
+  async submit(request: SubmitCallRequest, caller: Caller, waitMs: number, signal?: AbortSignal): Promise<CallView> {
+    const d = this.d;
+    const call: ToolCall = { id: request.id ?? randomUUID(), name: request.name, arguments: request.arguments };
+    await d.catalog.ensure(call.name);
+    const admission = await admitToolCall(call, {
+      lookup: (name) => d.catalog.lookup(name),
+      approval: d.approval,
+      scope: caller.scope,
+      audit: d.audit,
+      risk: d.risk,
+      ctx: { authorization: caller.authorization, caller: caller.authorization?.subject },
+    });
+    const { definition } = admission;
+    const now = Date.now();
+    const envelope: CallEnvelope = {
+      v: 1,
+      call: admission.call,
+      tier: definition.tier,
+      ...(definition.pool === undefined ? {} : { pool: definition.pool }),
+      replyTo: d.dispatcherId,
+      enqueuedAt: now,
+      ...(request.expireAfterMs === undefined ? {} : { deadline: now + request.expireAfterMs }),
+      ...(caller.authorization === undefined ? {} : { caller: caller.authorization.subject }),
+    };
+    const log = d.log.child({ callId: call.id, tool: call.name, tier: definition.tier });
+    const created = await d.store.create({
+      id: call.id,
+      name: call.name,
+      status: admission.status === 'approved' ? 'queued' : 'awaiting_approval',
+      replyTo: d.dispatcherId,
+      envelope,
+      reason: admission.status === 'awaiting_approval' ? admission.reason : undefined,
+    });
+    if (!created.created) {
+      log.info({ status: created.existing.status }, 'call id already submitted; answering for the existing call');
+      return this.get(call.id, waitMs, signal);
+    }
+    if (admission.status === 'awaiting_approval') {
+      log.info({ waitingFor: admission.waitingFor }, 'call awaiting approval');
+      return { id: call.id, status: 'awaiting_approval', reason: admission.reason };
+    }
+    // Listen before enqueueing: a fast worker may answer before `add` returns.
+    const reply = waitMs > 0 ? d.inbox.wait(call.id, waitMs, signal) : undefined;
+    await d.queues.enqueue(envelope, definition);
+    log.info('call enqueued');
+    if (reply === undefined) return { id: call.id, status: 'queued' };
+    const message = await reply;
+    if (message !== undefined) return viewOfReply(message);
+    const record = await d.store.get(call.id);
+    return record === undefined ? { id: call.id, status: 'queued' } : viewOf(record);
+  }
+
+  /**
+   * The call's view, waiting up to `waitMs` for it to end.
+   * @throws CallNotFoundError
+   */
+  async get(id: string, waitMs: number, signal?: AbortSignal): Promise<CallView> {
+    const record = waitMs > 0 ? await this.d.store.watch(id, this.d.dispatcherId) : await this.d.store.get(id);
+    if (record === undefined) throw new CallNotFoundError(id);
+    return this.#await(record, waitMs, signal);
+  }
+
+  /**
+   * Cancels a call: a queued one ends now; a running one has its handler's
+   * signal fired and ends when the worker confirms.
+   * @throws CallNotFoundError
+   */
+  async cancel(id: string): Promise<CallView> {
+    const d = this.d;
+    const record = await d.store.get(id);
+    if (record === undefined) throw new CallNotFoundError(id);
+    const cancelled = errorResult({ id, name: record.name }, new CancelledError(record.name, 'cancelled by its caller'));
+    const outcome = await d.store.cancel(id, cancelled);
+    d.log.info({ callId: id, tool: record.name, outcome: outcome.state }, 'cancel requested');
+    switch (outcome.state) {
+      case 'missing':
+        throw new CallNotFoundError(id);
+      case 'cancelled':
+        await publishReply(d.redis, d.keys, outcome.targets, { v: 1, id, status: 'cancelled', result: cancelled });
+        return { id, status: 'cancelled', result: cancelled };
+      case 'running': {
+        const reply = d.inbox.wait(id, CANCEL_CONFIRM_MS);
+        // Watch first so the confirmation reaches this dispatcher even if another one submitted the call.
+        await d.store.watch(id, d.dispatcherId);
+        await d.redis.publish(d.keys.cancelChannel, id);
+        const message = await reply;
+        if (message !== undefined) return viewOfReply(message);
+        const now = await d.store.get(id);
+        return now === undefined ? { id, status: 'running' } : viewOf(now);
+      }
+      case 'final': {
+        const now = await d.store.get(id);
+        if (now === undefined) throw new CallNotFoundError(id);
+        return viewOf(now);
+      }
+    }
+  }
+
+  async #await(record: CallRecord, waitMs: number, signal?: AbortSignal): Promise<CallView> {
+    if (isFinalStatus(record.status)) return viewOf(record);
+    const expired = await this.#expireIfDue(record);
+    if (expired !== undefined) return expired;
+    if (waitMs <= 0 || record.status === 'awaiting_approval') return viewOf(record);
+    const message = await this.d.inbox.wait(record.id, waitMs, signal);
+    if (message !== undefined) return viewOfReply(message);
+    const now = await this.d.store.get(record.id);
+    return now === undefined ? viewOf(record) : viewOf(now);
+  }
+
+  /** A queued call past its deadline ends as EXPIRED here too, so it does not wait for a worker to notice. */
+  async #expireIfDue(record: CallRecord): Promise<CallView | undefined> {
+    if (record.status !== 'queued' || record.deadline === undefined || Date.now() <= record.deadline) return undefined;
+    const result = errorResult({ id: record.id, name: record.name }, new ExpiredError(record.name, record.deadline));
+    const targets = await this.d.store.finish(record.id, 'failed', result, { onlyFrom: 'queued' });
+    if (targets === undefined) return undefined;
+    await publishReply(this.d.redis, this.d.keys, targets, { v: 1, id: record.id, status: 'failed', result });
+    return { id: record.id, status: 'failed', result };
+  }
+}

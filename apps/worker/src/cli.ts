@@ -1,0 +1,33 @@
+import { parseArgs } from 'node:util';
+import { ConfigInvalidError, parseConfig, PoolName, TierInput } from '@forge-fleet/shared';
+import { z } from 'zod';
+
+export const USAGE = 'usage: forge-worker --tier <platform|embedded|host> [--pool NAME] --tools <module> [--concurrency N] [--id ID]';
+
+/** The worker's command line. */
+export const WorkerArgs = z.object({
+  tier: TierInput,
+  pool: PoolName.optional(),
+  tools: z.string().min(1),
+  /** Calls run at once by this process. @defaultValue 16 */
+  concurrency: z.coerce.number().int().positive().max(10_000).default(16),
+  /** @defaultValue `<hostname>-<pid>-<random>` */
+  id: z.string().regex(/^[A-Za-z0-9_.-]{1,100}$/).optional(),
+});
+export type WorkerArgs = z.infer<typeof WorkerArgs>;
+
+export function parseWorkerArgs(argv: readonly string[]): Readonly<WorkerArgs> {
+  let values: Record<string, string | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args: [...argv],
+      options: { tier: { type: 'string' }, pool: { type: 'string' }, tools: { type: 'string' }, concurrency: { type: 'string' }, id: { type: 'string' } },
+      strict: true,
+    }));
+  } catch (error) {
+    throw new ConfigInvalidError('worker arguments', [error instanceof Error ? error.message : String(error), USAGE]);
+  }
+  const args = parseConfig(WorkerArgs, values, 'worker arguments');
+  if (args.pool !== undefined && args.tier !== 'host') throw new ConfigInvalidError('worker arguments', ['--pool applies to --tier host only', USAGE]);
+  return args;
+}

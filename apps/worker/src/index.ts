@@ -1,0 +1,10 @@
+/**
+ * @module @forge-fleet/worker
+ *
+ * Worker pools: take calls from a tier queue, run them, answer the waiting
+ * dispatcher. The `forge-worker` command (main.ts) is the usual way in.
+ */
+export { WorkerPool, type WorkerPoolOptions } from './pools/worker-pool.js';
+export { loadToolsModule, selectTools } from './tools/load.js';
+export { WorkerEnv, parseWorkerEnv } from './env.js';
+export { WorkerArgs, parseWorkerArgs, USAGE } from './cli.js';

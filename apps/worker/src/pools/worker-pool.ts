@@ -1,0 +1,234 @@
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import {
+  CallEnvelope,
+  CancelledError,
+  errorResult,
+  ExpiredError,
+  fleetKeys,
+  type FleetError,
+  isErrorCode,
+  isRetryable,
+  queueName,
+  runExecutor,
+  type Tier,
+  type Tool,
+  ToolNotFoundError,
+  type ToolResult,
+  type CallStatus,
+  WorkerLostError,
+  InternalError,
+} from '@forge-fleet/shared';
+import { Catalog, CallStore, closeRedis, connectRedis, publishReply } from '@forge-fleet/store';
+import { type Job, UnrecoverableError, Worker } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+
+/** How a worker pool runs. */
+export interface WorkerPoolOptions {
+  readonly redisUrl: string;
+  readonly prefix: string;
+  readonly tier: Tier;
+  /** Host pools only. */
+  readonly pool?: string | undefined;
+  /** The tools this pool serves (already filtered to its tier and pool). */
+  readonly tools: readonly Tool[];
+  readonly concurrency: number;
+  readonly lockDurationMs: number;
+  readonly leaseMs: number;
+  readonly shutdownGraceMs: number;
+  readonly retentionMs: number;
+  /** Runs of a retryable tool in all, stalls included. */
+  readonly retryAttempts: number;
+  readonly id?: string | undefined;
+  readonly log: Logger;
+}
+
+/** Thrown inside a job to make BullMQ retry it (after backoff). */
+class RetryLater extends Error {}
+
+/**
+ * A pool of one tier (and, for host, one pool): takes calls from its queue,
+ * runs them, stores each result and pushes it to the dispatchers waiting for it.
+ */
+export class WorkerPool {
+  readonly id: string;
+  readonly queue: string;
+  readonly #o: WorkerPoolOptions;
+  readonly #tools: Map<string, Tool>;
+  readonly #keys;
+  #redis: Redis | undefined;
+  #subscriber: Redis | undefined;
+  #worker: Worker | undefined;
+  #store: CallStore | undefined;
+  #catalog: Catalog | undefined;
+  #leaseTimer: NodeJS.Timeout | undefined;
+  readonly #active = new Map<string, AbortController>();
+  #stopping = false;
+
+  constructor(options: WorkerPoolOptions) {
+    this.#o = options;
+    this.id = options.id ?? `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
+    this.queue = queueName(options.prefix, options.tier, options.pool);
+    this.#tools = new Map(options.tools.map((t) => [t.definition.name, t]));
+    this.#keys = fleetKeys(options.prefix);
+  }
+
+  /**
+   * Announces the tools, then starts taking calls.
+   * @throws RegistryError when a live worker serves one of the tools with another definition.
+   */
+  async start(): Promise<void> {
+    const o = this.#o;
+    this.#redis = connectRedis(o.redisUrl, 'command');
+    this.#store = new CallStore(this.#redis, this.#keys, o.retentionMs);
+    this.#catalog = new Catalog(this.#redis, this.#keys);
+    const definitions = [...this.#tools.values()].map((t) => t.definition);
+    await this.#catalog.announce(this.id, definitions, o.leaseMs);
+    this.#leaseTimer = setInterval(() => {
+      this.#catalog?.announce(this.id, definitions, o.leaseMs).catch((err: unknown) => o.log.error({ err }, 'catalog lease renewal failed'));
+    }, Math.max(100, Math.floor(o.leaseMs / 3)));
+
+    // Cancellation is rare: one broadcast channel heard by every worker is enough.
+    this.#subscriber = connectRedis(o.redisUrl, 'blocking');
+    await this.#subscriber.subscribe(this.#keys.cancelChannel);
+    this.#subscriber.on('message', (_channel: string, callId: string) => {
+      this.#active.get(callId)?.abort('cancelled by its caller');
+    });
+
+    this.#worker = new Worker(this.queue, (job, _token, signal) => this.#process(job, signal), {
+      connection: connectRedis(o.redisUrl, 'blocking'),
+      prefix: o.prefix,
+      concurrency: o.concurrency,
+      lockDuration: o.lockDurationMs,
+      // Check often, so a dead worker's call is found within about one lock duration.
+      stalledInterval: Math.max(500, Math.floor(o.lockDurationMs / 3)),
+      // Stalls are counted by the call record (see #process), never by BullMQ failing the job.
+      maxStalledCount: 1000,
+      autorun: true,
+    });
+    this.#worker.on('error', (err) => o.log.error({ err }, 'worker error'));
+    await this.#worker.waitUntilReady();
+    o.log.info({ queue: this.queue, tools: definitions.map((d) => d.name), workerId: this.id, concurrency: o.concurrency }, 'worker pool ready');
+  }
+
+  /** Calls running now. */
+  get active(): number {
+    return this.#active.size;
+  }
+
+  /**
+   * Stops taking calls, lets active ones finish for the grace period, then
+   * aborts the rest (retryable ones go back to the queue; others end with
+   * WORKER_LOST), gives up the catalog leases and closes.
+   */
+  async stop(): Promise<void> {
+    if (this.#stopping) return;
+    this.#stopping = true;
+    const o = this.#o;
+    clearInterval(this.#leaseTimer);
+    await this.#catalog?.withdraw(this.id, [...this.#tools.keys()]).catch(() => undefined);
+    const closing = this.#worker?.close();
+    const grace = setTimeout(() => {
+      if (this.#active.size > 0) o.log.warn({ active: this.#active.size }, 'grace period over: aborting active calls');
+      for (const controller of this.#active.values()) controller.abort(new WorkerLostError('call', 'the worker shut down'));
+    }, o.shutdownGraceMs);
+    await closing;
+    clearTimeout(grace);
+    if (this.#subscriber) await closeRedis(this.#subscriber);
+    if (this.#redis) await closeRedis(this.#redis);
+    o.log.info('worker pool stopped');
+  }
+
+  async #finish(id: string, status: CallStatus, result: ToolResult, onlyFrom?: CallStatus): Promise<void> {
+    const targets = await this.#store!.finish(id, status, result, onlyFrom === undefined ? {} : { onlyFrom });
+    if (targets !== undefined) await publishReply(this.#redis!, this.#keys, targets, { v: 1, id, status, result });
+  }
+
+  async #fail(id: string, name: string, error: FleetError, onlyFrom?: CallStatus): Promise<void> {
+    await this.#finish(id, 'failed', errorResult({ id, name }, error), onlyFrom);
+  }
+
+  async #process(job: Job, bullSignal?: AbortSignal): Promise<void> {
+    const parsed = CallEnvelope.safeParse(job.data);
+    const id = job.id ?? '';
+    if (!parsed.success) {
+      this.#o.log.error({ jobId: id, issues: parsed.error.issues }, 'job is not a call envelope');
+      await this.#fail(id, String(job.name), new InternalError(`the queued job is not a valid call envelope (${parsed.error.issues[0]?.message ?? 'invalid'})`));
+      throw new UnrecoverableError('invalid call envelope');
+    }
+    const { call } = parsed.data;
+    const log = this.#o.log.child({ callId: call.id, tool: call.name, tier: this.#o.tier });
+    const tool = this.#tools.get(call.name);
+    if (tool?.executor === undefined) {
+      log.error('call routed to a worker that does not serve the tool');
+      await this.#fail(call.id, call.name, new ToolNotFoundError(call.name, { known: [...this.#tools.keys()] }));
+      return;
+    }
+    const { definition, executor } = tool;
+    const { outcome, starts } = await this.#store!.start(call.id, this.id);
+    switch (outcome) {
+      case 'missing':
+      case 'final':
+      case 'not_approved':
+        log.debug({ outcome }, 'call skipped');
+        return;
+      case 'cancelled':
+        await this.#finish(call.id, 'cancelled', errorResult(call, new CancelledError(call.name, 'cancelled before it started')));
+        log.info('call cancelled before start');
+        return;
+      case 'expired':
+        await this.#fail(call.id, call.name, new ExpiredError(call.name, parsed.data.deadline ?? 0), 'queued');
+        log.info('call expired in the queue');
+        return;
+      case 'redelivered':
+        if (!definition.retryable || starts > this.#o.retryAttempts) {
+          await this.#fail(call.id, call.name, new WorkerLostError(call.name, `its worker stopped answering (lock expired) during run ${starts - 1}`));
+          log.warn({ starts }, 'call lost with its worker; not run again');
+          return;
+        }
+        log.warn({ starts }, 'call lost with its worker; running it again (retryable)');
+        break;
+      case 'started':
+        break;
+    }
+
+    const controller = new AbortController();
+    const onBullAbort = (): void => controller.abort('cancelled by its caller');
+    bullSignal?.addEventListener('abort', onBullAbort, { once: true });
+    this.#active.set(call.id, controller);
+    log.info({ attempt: starts }, 'call started');
+    const began = performance.now();
+    let result: ToolResult;
+    try {
+      result = await runExecutor(executor, definition, call, { signal: controller.signal, attempt: starts });
+    } finally {
+      this.#active.delete(call.id);
+      bullSignal?.removeEventListener('abort', onBullAbort);
+    }
+    const ms = Math.round(performance.now() - began);
+
+    const lostToShutdown = controller.signal.reason instanceof WorkerLostError;
+    const code = result.error?.code;
+    if (lostToShutdown || (result.isError && code !== 'CANCELLED')) {
+      const mayRetry =
+        definition.retryable &&
+        (lostToShutdown || (code !== undefined && isErrorCode(code) && isRetryable(code))) &&
+        job.attemptsMade + 1 < (job.opts.attempts ?? 1) &&
+        starts < this.#o.retryAttempts;
+      if (mayRetry) {
+        await this.#store!.requeue(call.id);
+        log.warn({ ms, code, attempt: starts }, 'call failed; retrying');
+        throw new RetryLater(result.content);
+      }
+      if (lostToShutdown) {
+        await this.#fail(call.id, call.name, new WorkerLostError(call.name, 'the worker shut down before the call finished'));
+        log.warn({ ms }, 'call aborted by shutdown');
+        return;
+      }
+    }
+    const status: CallStatus = code === 'CANCELLED' ? 'cancelled' : result.isError ? 'failed' : 'completed';
+    await this.#finish(call.id, status, result);
+    log.info({ ms, status, code }, 'call finished');
+  }
+}

@@ -1,0 +1,41 @@
+import type { Tier } from '../tiers/tier.js';
+
+/**
+ * Every Redis key and queue name of a fleet is made here, from the fleet's
+ * prefix (several fleets, or test runs, can share one Redis).
+ *
+ * BullMQ forbids `:` in queue names and adds `<prefix>:` itself. Each queue
+ * name is a Redis Cluster hash tag (`{…}`), so all of one queue's keys live in
+ * one slot while tiers and pools spread over the cluster. Per-call keys are
+ * tagged by call id, per-dispatcher keys by dispatcher id, for the same reason.
+ */
+export const DEFAULT_FLEET_PREFIX = 'forge';
+
+/** Fleet prefixes become part of queue names: the same rules as pool names, no `:`, `{`, `}`. */
+export const FLEET_PREFIX_PATTERN = /^[A-Za-z0-9_-]{1,32}$/;
+
+/** The queue a tool's calls go to: one per tier, and one per named host pool. */
+export function queueName(prefix: string, tier: Tier, pool?: string): string {
+  return pool === undefined ? `{${prefix}.${tier}}` : `{${prefix}.${tier}.${pool}}`;
+}
+
+/** Keys of the fleet's own state (BullMQ keeps its keys under `<prefix>:<queue name>:…`). */
+export function fleetKeys(prefix: string) {
+  return Object.freeze({
+    /** Hash: one call's record (status, envelope, result). */
+    call: (id: string) => `${prefix}:call:{${id}}`,
+    /** Set: dispatchers (other than the submitter) waiting for a call's result. */
+    watchers: (id: string) => `${prefix}:call:{${id}}:watchers`,
+    /** List: results for one dispatcher instance, drained by its reply loop. */
+    replies: (dispatcherId: string) => `${prefix}:replies:{${dispatcherId}}`,
+    /** Hash: tool name → definition JSON, as announced by workers. */
+    catalogDefinitions: `${prefix}:{${prefix}.catalog}:definitions`,
+    /** Sorted set per tool: worker id → lease expiry (epoch ms). Same slot as the definitions. */
+    catalogLeases: (tool: string) => `${prefix}:{${prefix}.catalog}:leases:${tool}`,
+    /** Stream: audit entries (out-of-scope calls…). */
+    audit: `${prefix}:{${prefix}.audit}`,
+    /** Pub/sub channel: ids of calls to cancel, heard by every worker. */
+    cancelChannel: `${prefix}:cancel`,
+  });
+}
+export type FleetKeys = ReturnType<typeof fleetKeys>;

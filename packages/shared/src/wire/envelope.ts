@@ -1,0 +1,35 @@
+import { z } from 'zod';
+import { Tier } from '../tiers/tier.js';
+import { ToolCall, ToolResult } from '../tools/call.js';
+import { PoolName } from '../tools/definition.js';
+import { CallStatus } from './call-view.js';
+
+/**
+ * A call as it travels on a tier queue, from dispatcher to worker. Dispatchers
+ * and workers deploy separately: within a version, fields are only ever added,
+ * and only as optional.
+ */
+export const CallEnvelope = z.object({
+  v: z.literal(1),
+  call: ToolCall,
+  tier: Tier,
+  pool: PoolName.optional(),
+  /** The dispatcher instance whose reply list receives the result. */
+  replyTo: z.string().min(1),
+  /** Epoch ms when the dispatcher enqueued the call. */
+  enqueuedAt: z.number().int(),
+  /** Epoch ms after which the call must not start (it fails with `EXPIRED`). */
+  deadline: z.number().int().optional(),
+  /** Who asked, for logs and audit. */
+  caller: z.string().optional(),
+});
+export type CallEnvelope = z.infer<typeof CallEnvelope>;
+
+/** What a worker pushes onto a dispatcher's reply list when a call ends. */
+export const ReplyMessage = z.object({
+  v: z.literal(1),
+  id: z.string(),
+  status: CallStatus,
+  result: ToolResult,
+});
+export type ReplyMessage = z.infer<typeof ReplyMessage>;

@@ -1,0 +1,145 @@
+import { CallEnvelope, type CallStatus, CallStatus as CallStatusSchema, type CallView, type FleetKeys, ToolResult } from '@forge-fleet/shared';
+import type { Redis } from 'ioredis';
+import { CANCEL_CALL, CREATE_CALL, FINISH_CALL, luaScript, REQUEUE_CALL, START_CALL, WATCH_CALL } from './scripts.js';
+
+/** A call's record in Redis. */
+export interface CallRecord {
+  readonly id: string;
+  readonly status: CallStatus;
+  readonly name: string;
+  /** The dispatcher that submitted the call. */
+  readonly replyTo: string;
+  readonly envelope: CallEnvelope | undefined;
+  readonly result: ToolResult | undefined;
+  /** Why it waits, when `awaiting_approval`. */
+  readonly reason: string | undefined;
+  /** Epoch ms after which a queued call must not start. */
+  readonly deadline: number | undefined;
+  /** How many times a worker has started it. */
+  readonly starts: number;
+}
+
+/** What a worker may do with a call it took from the queue. */
+export type StartOutcome = 'started' | 'redelivered' | 'missing' | 'final' | 'not_approved' | 'cancelled' | 'expired';
+
+/** A new call's record, written before its envelope is enqueued. */
+export interface NewCall {
+  readonly id: string;
+  readonly name: string;
+  readonly status: 'queued' | 'awaiting_approval';
+  readonly replyTo: string;
+  readonly envelope: CallEnvelope;
+  readonly reason?: string | undefined;
+}
+
+function parseRecord(id: string, flat: readonly string[]): CallRecord | undefined {
+  if (flat.length === 0) return undefined;
+  const h: Record<string, string> = {};
+  for (let i = 0; i + 1 < flat.length; i += 2) h[flat[i]!] = flat[i + 1]!;
+  const status = CallStatusSchema.safeParse(h.status);
+  if (!status.success) return undefined;
+  const envelope = h.envelope === undefined ? undefined : CallEnvelope.safeParse(JSON.parse(h.envelope));
+  const result = h.result === undefined ? undefined : ToolResult.safeParse(JSON.parse(h.result));
+  return {
+    id,
+    status: status.data,
+    name: h.name ?? '',
+    replyTo: h.replyTo ?? '',
+    envelope: envelope?.success ? envelope.data : undefined,
+    result: result?.success ? result.data : undefined,
+    reason: h.reason,
+    deadline: h.deadline === undefined ? undefined : Number(h.deadline),
+    starts: Number(h.starts ?? 0),
+  };
+}
+
+/** The view the HTTP API answers with. */
+export function viewOf(record: CallRecord): CallView {
+  return {
+    id: record.id,
+    status: record.status,
+    ...(record.result === undefined ? {} : { result: record.result }),
+    ...(record.status === 'awaiting_approval' && record.reason !== undefined ? { reason: record.reason } : {}),
+  };
+}
+
+/**
+ * Call records: the one place a call's status changes. Every transition is a
+ * Lua script on the call's own key, so concurrent dispatchers and workers
+ * agree on it — above all, a call ends exactly once.
+ */
+export class CallStore {
+  readonly #redis: Redis;
+  readonly #keys: FleetKeys;
+  readonly #retentionMs: number;
+  readonly #create;
+  readonly #start;
+  readonly #finish;
+  readonly #requeue;
+  readonly #watch;
+  readonly #cancel;
+
+  /** @param retentionMs how long records (and results) are kept after their last change. */
+  constructor(redis: Redis, keys: FleetKeys, retentionMs: number) {
+    this.#redis = redis;
+    this.#keys = keys;
+    this.#retentionMs = retentionMs;
+    this.#create = luaScript<0 | string[]>(redis, 'forgeCreateCall', 1, CREATE_CALL);
+    this.#start = luaScript<[StartOutcome, number]>(redis, 'forgeStartCall', 1, START_CALL);
+    this.#finish = luaScript<string[] | null>(redis, 'forgeFinishCall', 2, FINISH_CALL);
+    this.#requeue = luaScript<number>(redis, 'forgeRequeueCall', 1, REQUEUE_CALL);
+    this.#watch = luaScript<string[]>(redis, 'forgeWatchCall', 2, WATCH_CALL);
+    this.#cancel = luaScript<string[]>(redis, 'forgeCancelCall', 2, CANCEL_CALL);
+  }
+
+  /** Writes a new record. Returns the existing one instead when the id is taken (idempotent submission). */
+  async create(call: NewCall): Promise<{ created: true } | { created: false; existing: CallRecord }> {
+    const fields: (string | number)[] = ['status', call.status, 'name', call.name, 'replyTo', call.replyTo, 'envelope', JSON.stringify(call.envelope), 'createdAt', Date.now(), 'starts', 0];
+    if (call.envelope.deadline !== undefined) fields.push('deadline', call.envelope.deadline);
+    if (call.reason !== undefined) fields.push('reason', call.reason);
+    const reply = await this.#create([this.#keys.call(call.id)], [this.#retentionMs, ...fields]);
+    if (reply === 0) return { created: true };
+    const existing = parseRecord(call.id, reply);
+    if (existing === undefined) throw new Error(`call record '${call.id}' exists but cannot be read`);
+    return { created: false, existing };
+  }
+
+  async get(id: string): Promise<CallRecord | undefined> {
+    return parseRecord(id, Object.entries(await this.#redis.hgetall(this.#keys.call(id))).flat());
+  }
+
+  /** A worker takes the call; see {@link StartOutcome}. */
+  async start(id: string, workerId: string, now = Date.now()): Promise<{ outcome: StartOutcome; starts: number }> {
+    const [outcome, starts] = await this.#start([this.#keys.call(id)], [now, workerId]);
+    return { outcome, starts: Number(starts) };
+  }
+
+  /**
+   * Ends the call with its result, once. Returns the dispatcher ids to notify,
+   * or `undefined` when the call had already ended (or was not in `onlyFrom`).
+   */
+  async finish(id: string, status: CallStatus, result: ToolResult, options: { onlyFrom?: CallStatus } = {}): Promise<string[] | undefined> {
+    const targets = await this.#finish([this.#keys.call(id), this.#keys.watchers(id)], [status, JSON.stringify(result), Date.now(), this.#retentionMs, options.onlyFrom ?? '']);
+    return targets === null ? undefined : targets;
+  }
+
+  /** Puts a running call back to queued before BullMQ retries it. */
+  async requeue(id: string): Promise<boolean> {
+    return (await this.#requeue([this.#keys.call(id)], [])) === 1;
+  }
+
+  /** Reads the record and, if it is still open, registers `dispatcherId` to be told when it ends. */
+  async watch(id: string, dispatcherId: string): Promise<CallRecord | undefined> {
+    return parseRecord(id, await this.#watch([this.#keys.call(id), this.#keys.watchers(id)], [dispatcherId, this.#retentionMs]));
+  }
+
+  /**
+   * Cancels a call: a queued one ends now (returns who to notify), a running
+   * one is flagged for its worker.
+   */
+  async cancel(id: string, cancelledResult: ToolResult): Promise<{ state: 'missing' | 'final' | 'running' } | { state: 'cancelled'; targets: string[] }> {
+    const [state, ...targets] = await this.#cancel([this.#keys.call(id), this.#keys.watchers(id)], [JSON.stringify(cancelledResult), Date.now(), this.#retentionMs]);
+    if (state === 'cancelled') return { state, targets };
+    return { state: state as 'missing' | 'final' | 'running' };
+  }
+}

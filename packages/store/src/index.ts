@@ -1,0 +1,14 @@
+/**
+ * @module @forge-fleet/store
+ *
+ * The fleet's state in Redis, shared by the dispatcher and the workers (which
+ * never import each other): call records and their transitions, reply lists,
+ * the live tool catalog and the tier queues.
+ */
+export { connectRedis, closeRedis } from './redis.js';
+export { CallStore, viewOf, type CallRecord, type NewCall, type StartOutcome } from './call-store.js';
+export { publishReply, ReplyInbox, REPLY_LIST_TTL_MS } from './replies.js';
+export { Catalog, type CatalogEntry } from './catalog.js';
+export { TierQueues, queueFor, DEFAULT_RETRY_POLICY, type RetryPolicy } from './queues.js';
+export { stableStringify } from './stable-json.js';
+export { RedisAuditLogger, RedisRiskSignalQueue } from './audit.js';

@@ -1,0 +1,122 @@
+import { type FleetKeys, ReplyMessage } from '@forge-fleet/shared';
+import type { Redis } from 'ioredis';
+
+/**
+ * How long an undrained reply list lives. A dispatcher drains its list
+ * continuously; this only bounds what a crashed dispatcher leaves behind.
+ */
+export const REPLY_LIST_TTL_MS = 10 * 60 * 1000;
+
+/**
+ * Pushes a call's result to each waiting dispatcher's reply list: one LPUSH
+ * per dispatcher, pipelined. The cost does not grow with the number of
+ * dispatchers or agents that are *not* waiting for this call.
+ */
+export async function publishReply(redis: Redis, keys: FleetKeys, targets: readonly string[], message: ReplyMessage): Promise<void> {
+  const payload = JSON.stringify(message);
+  const pipeline = redis.pipeline();
+  for (const target of new Set(targets)) {
+    if (target === '') continue;
+    const key = keys.replies(target);
+    pipeline.lpush(key, payload).pexpire(key, REPLY_LIST_TTL_MS);
+  }
+  await pipeline.exec();
+}
+
+type Waiter = (message: ReplyMessage) => void;
+
+/**
+ * One dispatcher's inbox: a single loop drains its reply list with
+ * `BLMPOP … COUNT` on a dedicated connection and hands each result to the
+ * requests waiting for that call.
+ */
+export class ReplyInbox {
+  readonly #redis: Redis;
+  readonly #key: string;
+  readonly #waiters = new Map<string, Set<Waiter>>();
+  readonly #batch: number;
+  #running = false;
+  #loop: Promise<void> | undefined;
+  #onError: (error: unknown) => void;
+
+  /**
+   * @param redis a connection used for nothing else (it blocks).
+   * @param batch replies taken per read. @defaultValue 512
+   */
+  constructor(redis: Redis, keys: FleetKeys, dispatcherId: string, options: { batch?: number; onError?: (error: unknown) => void } = {}) {
+    this.#redis = redis;
+    this.#key = keys.replies(dispatcherId);
+    this.#batch = options.batch ?? 512;
+    this.#onError = options.onError ?? (() => {});
+  }
+
+  start(): void {
+    if (this.#running) return;
+    this.#running = true;
+    this.#loop = this.#drain();
+  }
+
+  /** Stops the loop; waiting requests are not resolved (their own timeouts answer them). */
+  async stop(): Promise<void> {
+    this.#running = false;
+    // Closing the connection interrupts the blocking read at once.
+    this.#redis.disconnect();
+    await this.#loop;
+  }
+
+  /** Waits for the call's result, up to `timeoutMs`; resolves `undefined` on timeout or abort. */
+  wait(callId: string, timeoutMs: number, signal?: AbortSignal): Promise<ReplyMessage | undefined> {
+    return new Promise((resolve) => {
+      let set = this.#waiters.get(callId);
+      if (set === undefined) this.#waiters.set(callId, (set = new Set()));
+      const done = (message: ReplyMessage | undefined): void => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        set.delete(waiter);
+        if (set.size === 0 && this.#waiters.get(callId) === set) this.#waiters.delete(callId);
+        resolve(message);
+      };
+      const waiter: Waiter = (message) => done(message);
+      const onAbort = (): void => done(undefined);
+      const timer = setTimeout(() => done(undefined), timeoutMs);
+      set.add(waiter);
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  /** How many requests are waiting. */
+  get waiting(): number {
+    let n = 0;
+    for (const set of this.#waiters.values()) n += set.size;
+    return n;
+  }
+
+  async #drain(): Promise<void> {
+    while (this.#running) {
+      let reply: [string, string[]] | null;
+      try {
+        reply = (await this.#redis.blmpop(1, 1, this.#key, 'RIGHT', 'COUNT', this.#batch));
+      } catch (error) {
+        if (!this.#running) return;
+        this.#onError(error);
+        await new Promise((r) => setTimeout(r, 100));
+        continue;
+      }
+      if (reply === null) continue;
+      for (const raw of reply[1]) this.#deliver(raw);
+    }
+  }
+
+  #deliver(raw: string): void {
+    let message: ReplyMessage;
+    try {
+      message = ReplyMessage.parse(JSON.parse(raw));
+    } catch (error) {
+      this.#onError(error);
+      return;
+    }
+    const set = this.#waiters.get(message.id);
+    if (set === undefined) return; // nobody waits any more: the result is in the call record
+    for (const waiter of [...set]) waiter(message);
+  }
+}

@@ -1,0 +1,135 @@
+import type { Redis } from 'ioredis';
+
+/**
+ * Defines a Lua script once per connection (ioredis sends EVALSHA and falls
+ * back to EVAL after a SCRIPT FLUSH) and returns a function that runs it.
+ */
+export function luaScript<R>(
+  redis: Redis,
+  name: string,
+  numberOfKeys: number | 'variable',
+  lua: string,
+): (keys: readonly string[], args: readonly (string | number)[]) => Promise<R> {
+  const commands = redis as unknown as Record<string, (...a: (string | number)[]) => Promise<R>>;
+  if (typeof commands[name] !== 'function') redis.defineCommand(name, numberOfKeys === 'variable' ? { lua } : { numberOfKeys, lua });
+  return (keys, args) => {
+    if (numberOfKeys === 'variable') return commands[name]!(keys.length, ...keys, ...args);
+    if (keys.length !== numberOfKeys) throw new Error(`script ${name} takes ${numberOfKeys} keys, got ${keys.length}`);
+    return commands[name]!(...keys, ...args);
+  };
+}
+
+const FINAL = `local function final(st) return st == 'completed' or st == 'failed' or st == 'cancelled' end`;
+
+/** Creates a call record unless one exists; returns 0 when created, else the existing record's fields. */
+export const CREATE_CALL = `
+if redis.call('EXISTS', KEYS[1]) == 1 then return redis.call('HGETALL', KEYS[1]) end
+redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return 0`;
+
+/**
+ * A worker takes a call. Returns {outcome, starts}: 'started'; 'redelivered'
+ * (the call was already running: its previous worker was lost); or why it must
+ * not run: 'missing', 'final', 'not_approved', 'cancelled', 'expired'.
+ */
+export const START_CALL = `${FINAL}
+local st = redis.call('HGET', KEYS[1], 'status')
+if not st then return {'missing', 0} end
+if final(st) then return {'final', 0} end
+if st == 'awaiting_approval' then return {'not_approved', 0} end
+if redis.call('HGET', KEYS[1], 'cancel') == '1' then return {'cancelled', 0} end
+local deadline = tonumber(redis.call('HGET', KEYS[1], 'deadline') or '')
+if st == 'queued' and deadline and tonumber(ARGV[1]) > deadline then return {'expired', 0} end
+local starts = redis.call('HINCRBY', KEYS[1], 'starts', 1)
+redis.call('HSET', KEYS[1], 'status', 'running', 'worker', ARGV[2], 'startedAt', ARGV[1])
+if st == 'running' then return {'redelivered', starts} end
+return {'started', starts}`;
+
+/**
+ * Ends a call exactly once. Returns the dispatchers to notify (the submitter
+ * first, then watchers), or nil when the call had already ended (or, with
+ * ARGV[5], was not in that status).
+ */
+export const FINISH_CALL = `${FINAL}
+local st = redis.call('HGET', KEYS[1], 'status')
+if not st or final(st) then return false end
+if ARGV[5] and ARGV[5] ~= '' and st ~= ARGV[5] then return false end
+redis.call('HSET', KEYS[1], 'status', ARGV[1], 'result', ARGV[2], 'finishedAt', ARGV[3])
+redis.call('HDEL', KEYS[1], 'worker', 'cancel')
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+local targets = redis.call('SMEMBERS', KEYS[2])
+redis.call('DEL', KEYS[2])
+table.insert(targets, 1, redis.call('HGET', KEYS[1], 'replyTo'))
+return targets`;
+
+/** A running call goes back to the queue (a retry after a transient failure). */
+export const REQUEUE_CALL = `
+if redis.call('HGET', KEYS[1], 'status') ~= 'running' then return 0 end
+redis.call('HSET', KEYS[1], 'status', 'queued')
+redis.call('HDEL', KEYS[1], 'worker')
+return 1`;
+
+/**
+ * A dispatcher that did not submit a call starts waiting for it: it joins the
+ * watchers unless the call already ended. Returns the record (empty if none),
+ * read in the same step, so no result can slip between the check and the wait.
+ */
+export const WATCH_CALL = `${FINAL}
+local h = redis.call('HGETALL', KEYS[1])
+if #h == 0 then return h end
+local st = redis.call('HGET', KEYS[1], 'status')
+if not final(st) and redis.call('HGET', KEYS[1], 'replyTo') ~= ARGV[1] then
+  redis.call('SADD', KEYS[2], ARGV[1])
+  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+end
+return h`;
+
+/**
+ * Cancels a call. Queued (or waiting for approval): it ends now, returns
+ * {'cancelled', targets…}. Running: it is flagged for its worker, returns
+ * {'running'}. Otherwise {'final'} or {'missing'}.
+ */
+export const CANCEL_CALL = `${FINAL}
+local st = redis.call('HGET', KEYS[1], 'status')
+if not st then return {'missing'} end
+if final(st) then return {'final'} end
+if st == 'running' then
+  redis.call('HSET', KEYS[1], 'cancel', '1')
+  return {'running'}
+end
+redis.call('HSET', KEYS[1], 'status', 'cancelled', 'result', ARGV[1], 'finishedAt', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+local targets = redis.call('SMEMBERS', KEYS[2])
+redis.call('DEL', KEYS[2])
+table.insert(targets, 1, redis.call('HGET', KEYS[1], 'replyTo'))
+return {'cancelled', unpack(targets)}`;
+
+/**
+ * A worker announces (or renews) the tools it serves. KEYS: definitions hash,
+ * then one lease set per tool; ARGV: worker id, now, lease expiry, then
+ * name/definition pairs. A tool already announced with another definition by
+ * a live worker is a conflict: nothing is written and the conflicts are
+ * returned as {name, live workers, …}.
+ */
+export const ANNOUNCE_TOOLS = `
+local n = #KEYS - 1
+local conflicts = {}
+for j = 1, n do
+  local existing = redis.call('HGET', KEYS[1], ARGV[2 + 2 * j])
+  if existing and existing ~= ARGV[3 + 2 * j] then
+    redis.call('ZREMRANGEBYSCORE', KEYS[1 + j], '-inf', ARGV[2])
+    local others = redis.call('ZCARD', KEYS[1 + j])
+    if redis.call('ZSCORE', KEYS[1 + j], ARGV[1]) then others = others - 1 end
+    if others > 0 then
+      table.insert(conflicts, ARGV[2 + 2 * j])
+      table.insert(conflicts, others)
+    end
+  end
+end
+if #conflicts > 0 then return conflicts end
+for j = 1, n do
+  redis.call('HSET', KEYS[1], ARGV[2 + 2 * j], ARGV[3 + 2 * j])
+  redis.call('ZADD', KEYS[1 + j], ARGV[3], ARGV[1])
+end
+return {}`;

@@ -1,0 +1,223 @@
+import { randomUUID } from 'node:crypto';
+import { FleetClient } from '@forge-fleet/client';
+import { type FleetError, isFleetError } from '@forge-fleet/shared';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type FleetProcess, TestFleet } from '../fixtures/fleet.js';
+import { redisUrl } from '../fixtures/redis.js';
+
+const API_KEY = `test-key-${randomUUID()}`;
+
+async function refusal(promise: Promise<unknown>): Promise<FleetError> {
+  try {
+    await promise;
+  } catch (error) {
+    if (isFleetError(error)) return error;
+    throw error;
+  }
+  throw new Error('expected the call to be refused');
+}
+
+describe('a fleet: one dispatcher, workers of every tier', () => {
+  const fleet = new TestFleet();
+  let dispatcher: FleetProcess & { url: string };
+  let client: FleetClient;
+  let redis: Redis;
+  const runs = (id: string) => redis.get(`${fleet.prefix}:test:runs:{${id}}`).then((v) => Number(v ?? 0));
+  const started = async (id: string) => (await redis.blpop(`${fleet.prefix}:test:started:{${id}}`, 10))?.[1];
+
+  beforeAll(async () => {
+    redis = new Redis(redisUrl());
+    await Promise.all([fleet.worker({ tier: 'platform' }), fleet.worker({ tier: 'embedded' }), fleet.worker({ tier: 'host' }), fleet.worker({ tier: 'host', pool: 'payments' })]);
+    dispatcher = await fleet.dispatcher({
+      FORGE_API_KEYS: JSON.stringify({ [API_KEY]: { subject: 'tests', tools: ['host_echo', 'pool_echo'] } }),
+      FORGE_SCOPES: JSON.stringify({ research: ['echo', 'embedded_echo'] }),
+      FORGE_BODY_LIMIT_BYTES: String(64 * 1024),
+    });
+    client = new FleetClient({ url: dispatcher.url, apiKey: API_KEY });
+  });
+
+  afterAll(async () => {
+    await client?.close();
+    redis?.disconnect();
+    await fleet.stopAll();
+  });
+
+  it('runs a call through every tier and host pool', async () => {
+    const results = await Promise.all(['echo', 'embedded_echo', 'host_echo', 'pool_echo'].map((name) => client.call(name, { hello: name })));
+    for (const [i, name] of ['echo', 'embedded_echo', 'host_echo', 'pool_echo'].entries()) {
+      expect(results[i]).toMatchObject({ name, isError: false, structuredContent: { echo: { hello: name } } });
+    }
+    // Host pools are separate processes: the pool tool ran on another pid than the default host tool.
+    expect(results[2]?.structuredContent?.pid).not.toBe(results[3]?.structuredContent?.pid);
+  });
+
+  it('lists the live tools, filtered by the task scope', async () => {
+    const all = (await client.tools()).map((t) => t.name);
+    expect(all).toEqual(expect.arrayContaining(['echo', 'embedded_echo', 'host_echo', 'pool_echo', 'count']));
+    const research = new FleetClient({ url: dispatcher.url, task: 'research' });
+    try {
+      expect((await research.tools()).map((t) => t.name)).toEqual(['echo', 'embedded_echo']);
+    } finally {
+      await research.close();
+    }
+  });
+
+  it('treats a repeated id as the same call: it runs once', async () => {
+    const id = `idem-${randomUUID()}`;
+    const [a, b] = await Promise.all([client.call('count', { n: 1 }, { id }), client.call('count', { n: 1 }, { id })]);
+    const c = await client.call('count', { n: 1 }, { id });
+    expect(a).toEqual(b);
+    expect(c).toEqual(a);
+    expect(await runs(id)).toBe(1);
+  });
+
+  it('aborts a tool at its timeoutMs and ends the call with EXECUTION_TIMEOUT', async () => {
+    const id = `timeout-${randomUUID()}`;
+    const result = await client.call('slow', {}, { id });
+    expect(result).toMatchObject({ isError: true, error: { code: 'EXECUTION_TIMEOUT' } });
+    expect(await redis.get(`${fleet.prefix}:test:aborted:{${id}}`)).toBe('timeout');
+  });
+
+  it('cancels a running call: the handler sees its signal and the call ends cancelled', async () => {
+    const id = `cancel-${randomUUID()}`;
+    const view = await client.submit('block', {}, { id });
+    expect(view.status).toBe('queued');
+    await started(id);
+    const cancelled = await client.cancel(id);
+    expect(cancelled.status).toBe('cancelled');
+    expect(cancelled.result?.error?.code).toBe('CANCELLED');
+    expect(await redis.get(`${fleet.prefix}:test:aborted:{${id}}`)).toContain('cancelled');
+    expect((await client.get(id)).status).toBe('cancelled');
+  });
+
+  it('runs a retryable tool again after transient failures', async () => {
+    const id = `flaky-${randomUUID()}`;
+    const result = await client.call('flaky', {}, { id });
+    expect(result).toMatchObject({ isError: false, structuredContent: { runs: 3 } });
+  });
+
+  it('refuses an unknown tool with TOOL_NOT_FOUND (404)', async () => {
+    const error = await refusal(client.call('no_such_tool', {}));
+    expect(error.code).toBe('TOOL_NOT_FOUND');
+    expect(error.httpStatus).toBe(404);
+  });
+
+  it('refuses bad arguments with SCHEMA_VALIDATION (422) and the path', async () => {
+    const error = await refusal(client.call('count', { n: 'one' }));
+    expect(error.code).toBe('SCHEMA_VALIDATION');
+    expect(error.details.path).toBe('/n');
+  });
+
+  it('denies a host tool to a caller without a grant (APPROVAL_DENIED, 403)', async () => {
+    const anonymous = new FleetClient({ url: dispatcher.url });
+    try {
+      const error = await refusal(anonymous.call('host_echo', {}));
+      expect(error.code).toBe('APPROVAL_DENIED');
+    } finally {
+      await anonymous.close();
+    }
+  });
+
+  it('refuses an out-of-scope call (OUT_OF_SCOPE, 403) and audits it', async () => {
+    const research = new FleetClient({ url: dispatcher.url, task: 'research', apiKey: API_KEY });
+    try {
+      const error = await refusal(research.call('host_echo', {}, { id: 'oos-1' }));
+      expect(error.code).toBe('OUT_OF_SCOPE');
+      expect(error.details.scope).toBe('research');
+    } finally {
+      await research.close();
+    }
+    const entries = await redis.xrange(`${fleet.prefix}:{${fleet.prefix}.audit}`, '-', '+');
+    const audit = entries.map(([, fields]) => JSON.parse(fields[3] ?? '{}') as Record<string, unknown>);
+    expect(audit).toEqual(expect.arrayContaining([expect.objectContaining({ callId: 'oos-1', tool: 'host_echo', errorCategory: 'out_of_scope', scopeAtDispatch: 'research' })]));
+  });
+
+  it('refuses an unknown task type and an unknown API key', async () => {
+    const unknownTask = new FleetClient({ url: dispatcher.url, task: 'nope' });
+    const badKey = new FleetClient({ url: dispatcher.url, apiKey: 'x'.repeat(20) });
+    try {
+      expect((await refusal(unknownTask.call('echo'))).code).toBe('BAD_REQUEST');
+      expect((await refusal(badKey.call('echo'))).code).toBe('UNAUTHENTICATED');
+    } finally {
+      await Promise.all([unknownTask.close(), badKey.close()]);
+    }
+  });
+
+  it('answers CALL_NOT_FOUND for an unknown id', async () => {
+    expect((await refusal(client.get('never-submitted'))).code).toBe('CALL_NOT_FOUND');
+  });
+
+  it('answers malformed requests with BAD_REQUEST and oversized ones with PAYLOAD_TOO_LARGE, and keeps serving', async () => {
+    const post = (body: string) => fetch(`${dispatcher.url}/v1/calls`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    const notJson = await post('{not json');
+    expect(notJson.status).toBe(400);
+    expect(((await notJson.json()) as { error: { code: string } }).error.code).toBe('BAD_REQUEST');
+    const wrongShape = await post(JSON.stringify({ name: 'echo', arguments: [], extra: 1 }));
+    expect(wrongShape.status).toBe(400);
+    const huge = await post(JSON.stringify({ name: 'echo', arguments: { blob: 'x'.repeat(100 * 1024) } }));
+    expect(huge.status).toBe(413);
+    expect(((await huge.json()) as { error: { code: string } }).error.code).toBe('PAYLOAD_TOO_LARGE');
+    const badWait = await fetch(`${dispatcher.url}/v1/calls/x?wait=999999`);
+    expect(badWait.status).toBe(400);
+    const noRoute = await fetch(`${dispatcher.url}/v2/nothing`);
+    expect(((await noRoute.json()) as { error: { code: string } }).error.code).toBe('ROUTE_NOT_FOUND');
+    expect((await client.call('echo', { still: 'alive' })).isError).toBe(false);
+  });
+
+  it('answers health and readiness', async () => {
+    expect((await fetch(`${dispatcher.url}/healthz`)).status).toBe(200);
+    expect(await (await fetch(`${dispatcher.url}/readyz`)).json()).toEqual({ ok: true });
+  });
+});
+
+describe('a busy single-slot worker: queued calls', () => {
+  const fleet = new TestFleet();
+  let client: FleetClient;
+  let redis: Redis;
+  const runs = (id: string) => redis.get(`${fleet.prefix}:test:runs:{${id}}`).then((v) => Number(v ?? 0));
+
+  beforeAll(async () => {
+    redis = new Redis(redisUrl());
+    await fleet.worker({ tier: 'platform', concurrency: 1 });
+    client = new FleetClient({ url: (await fleet.dispatcher()).url });
+  });
+
+  afterAll(async () => {
+    await client?.close();
+    redis?.disconnect();
+    await fleet.stopAll();
+  });
+
+  /** Occupies the only slot until the returned function cancels the blocker. */
+  async function occupy(): Promise<() => Promise<void>> {
+    const id = `blocker-${randomUUID()}`;
+    await client.submit('block', {}, { id });
+    await redis.blpop(`${fleet.prefix}:test:started:{${id}}`, 10);
+    return async () => void (await client.cancel(id));
+  }
+
+  it('cancels a queued call: it ends cancelled and never runs', async () => {
+    const release = await occupy();
+    const id = `queued-${randomUUID()}`;
+    expect((await client.submit('count', { n: 1 }, { id })).status).toBe('queued');
+    const cancelled = await client.cancel(id);
+    expect(cancelled).toMatchObject({ status: 'cancelled', result: { isError: true, error: { code: 'CANCELLED' } } });
+    await release();
+    // The next call through the same single slot runs only after the cancelled job was skipped.
+    expect((await client.call('echo', {})).isError).toBe(false);
+    expect(await runs(id)).toBe(0);
+    expect((await client.get(id)).status).toBe('cancelled');
+  });
+
+  it('never executes a call whose deadline passed while it was queued (EXPIRED)', async () => {
+    const release = await occupy();
+    const id = `deadline-${randomUUID()}`;
+    // 1 ms: the deadline has passed long before the slot frees (that takes several round trips).
+    expect((await client.submit('count', { n: 1 }, { id, expireAfterMs: 1 })).status).toBe('queued');
+    await release();
+    const result = await client.wait(id, { timeoutMs: 10_000 });
+    expect(result).toMatchObject({ isError: true, error: { code: 'EXPIRED' } });
+    expect(await runs(id)).toBe(0);
+  });
+});
