@@ -1,5 +1,5 @@
 import type { ScopeRegistry } from '@forge-fleet/shared';
-import { fastify, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { fastify, type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';
 import type { ApiKeys } from './approvals/policy.js';
 import type { CatalogView } from './catalog/catalog-view.js';
@@ -22,14 +22,16 @@ export interface AppDeps {
 
 /** The dispatcher's HTTP API (see docs/http-api.md), as a fastify instance not yet listening. */
 export function buildApp(deps: AppDeps): FastifyInstance {
+  // Typed as fastify's logger so the instance keeps fastify's default type parameters.
+  const logger: FastifyBaseLogger = deps.log;
   const app = fastify({
-    // pino's Logger and fastify's logger type differ only in optional extras.
-    loggerInstance: deps.log,
+    loggerInstance: logger,
     bodyLimit: deps.bodyLimit,
     // Calls may wait up to 60 s for a result.
     requestTimeout: 0,
     keepAliveTimeout: 65_000,
-    disableRequestLogging: true,
+    // Each call logs its own lifecycle lines (with callId, tool, tier); per-request lines would double them.
+    logController: new LogController({ disableRequestLogging: true }),
   });
   registerErrorHandling(app, deps.bodyLimit);
   void app.register(healthRoutes(deps.ready));

@@ -41,6 +41,7 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
   const keys = fleetKeys(o.prefix);
   const redis = connectRedis(o.redisUrl, 'command');
   const blocking = connectRedis(o.redisUrl, 'blocking');
+  const subscriber = connectRedis(o.redisUrl, 'blocking');
   const log = o.log.child({ dispatcherId: id });
   const scopes = new ScopeRegistry(o.defaultScope.length === 1 && o.defaultScope[0] === '*' ? ToolScope.full() : ToolScope.allow(o.defaultScope));
   for (const [task, patterns] of Object.entries(o.scopes)) scopes.register(task, ToolScope.allow(patterns));
@@ -61,7 +62,7 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
     risk: new RedisRiskSignalQueue(redis, keys, (err) => log.error({ err }, 'risk signal write failed')),
     log,
   });
-  await catalog.start();
+  await catalog.start({ subscriber, channel: keys.catalogChannel });
   inbox.start();
   const app = buildApp({
     calls,
@@ -82,6 +83,7 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
         catalog.stop();
         await inbox.stop();
         await queues.close();
+        await closeRedis(subscriber);
         await closeRedis(redis);
       })()),
   };

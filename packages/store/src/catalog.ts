@@ -29,10 +29,11 @@ export class Catalog {
   }
 
   /**
-   * Announces or renews the worker's lease on each tool.
+   * Announces or renews the worker's lease on each tool; with `notify`,
+   * tells dispatchers to re-read the catalog now (a worker joining).
    * @throws RegistryError when a live worker serves one of the names with another definition.
    */
-  async announce(workerId: string, definitions: readonly ToolDefinition[], leaseMs: number): Promise<void> {
+  async announce(workerId: string, definitions: readonly ToolDefinition[], leaseMs: number, options: { notify?: boolean } = {}): Promise<void> {
     const now = Date.now();
     const keys = [this.#keys.catalogDefinitions, ...definitions.map((d) => this.#keys.catalogLeases(d.name))];
     const args: (string | number)[] = [workerId, now, now + leaseMs];
@@ -46,6 +47,7 @@ export class Catalog {
         { tools: described },
       );
     }
+    if (options.notify === true) await this.#redis.publish(this.#keys.catalogChannel, workerId);
   }
 
   /** Gives up the worker's leases (on shutdown), so dispatchers stop routing to it at once. */
@@ -53,6 +55,7 @@ export class Catalog {
     if (names.length === 0) return;
     const pipeline = this.#redis.pipeline();
     for (const name of names) pipeline.zrem(this.#keys.catalogLeases(name), workerId);
+    pipeline.publish(this.#keys.catalogChannel, workerId);
     await pipeline.exec();
   }
 

@@ -1,5 +1,6 @@
 import { NoWorkerError, parseToolDefinition, type ToolDefinition, ToolNotFoundError } from '@forge-fleet/shared';
 import { type Catalog, queueFor } from '@forge-fleet/store';
+import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 
 interface Entry {
@@ -21,6 +22,8 @@ export class CatalogView {
   #timer: NodeJS.Timeout | undefined;
   #lastRefresh = 0;
   #refreshing: Promise<void> | undefined;
+  /** Set when a worker said it joined or left; the next lookup re-reads first. */
+  #dirty = false;
 
   constructor(
     private readonly catalog: Catalog,
@@ -29,7 +32,18 @@ export class CatalogView {
     private readonly log: Logger,
   ) {}
 
-  async start(): Promise<void> {
+  /**
+   * Reads the catalog, then keeps it fresh: periodically, and at once when
+   * `changes` (a subscriber connection) hears a worker join or leave.
+   */
+  async start(changes?: { subscriber: Redis; channel: string }): Promise<void> {
+    if (changes !== undefined) {
+      await changes.subscriber.subscribe(changes.channel);
+      changes.subscriber.on('message', () => {
+        this.#dirty = true;
+        this.refresh().catch((err: unknown) => this.log.error({ err }, 'catalog refresh failed'));
+      });
+    }
     await this.refresh();
     this.#timer = setInterval(() => {
       this.refresh().catch((err: unknown) => this.log.error({ err }, 'catalog refresh failed'));
@@ -47,6 +61,7 @@ export class CatalogView {
   }
 
   async #read(): Promise<void> {
+    this.#dirty = false;
     const snapshot = await this.catalog.snapshot();
     const next = new Map<string, Entry>();
     for (const [name, { json, liveWorkers }] of snapshot) {
@@ -66,8 +81,12 @@ export class CatalogView {
     this.#lastRefresh = Date.now();
   }
 
-  /** Refreshes first when `name` is unknown or unserved and the last read is not brand new. */
+  /**
+   * Refreshes first when workers joined or left since the last read, or when
+   * `name` is unknown or unserved and the last read is not brand new.
+   */
   async ensure(name: string): Promise<void> {
+    if (this.#dirty) return this.refresh();
     const entry = this.#entries.get(name);
     if ((entry === undefined || entry.liveWorkers === 0) && Date.now() - this.#lastRefresh >= MISS_REFRESH_MS) await this.refresh();
   }

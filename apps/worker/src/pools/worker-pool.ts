@@ -109,6 +109,8 @@ export class WorkerPool {
     });
     this.#worker.on('error', (err) => o.log.error({ err }, 'worker error'));
     await this.#worker.waitUntilReady();
+    // Tell dispatchers now rather than at their next periodic catalog read.
+    await this.#catalog.announce(this.id, definitions, o.leaseMs, { notify: true });
     o.log.info({ queue: this.queue, tools: definitions.map((d) => d.name), workerId: this.id, concurrency: o.concurrency }, 'worker pool ready');
   }
 

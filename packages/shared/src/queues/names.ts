@@ -34,6 +34,8 @@ export function fleetKeys(prefix: string) {
     catalogLeases: (tool: string) => `${prefix}:{${prefix}.catalog}:leases:${tool}`,
     /** Stream: audit entries (out-of-scope calls…). */
     audit: `${prefix}:{${prefix}.audit}`,
+    /** Pub/sub channel: a worker joined or left; dispatchers re-read the catalog at once. */
+    catalogChannel: `${prefix}:catalog-changed`,
     /** Pub/sub channel: ids of calls to cancel, heard by every worker. */
     cancelChannel: `${prefix}:cancel`,
   });

@@ -1,0 +1,147 @@
+import { randomUUID } from 'node:crypto';
+import { FleetClient } from '@forge-fleet/client';
+import { Redis } from 'ioredis';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { TestFleet } from '../fixtures/fleet.js';
+import { redisUrl } from '../fixtures/redis.js';
+
+/**
+ * Workers die here for real: kill -9 of the process running a call. Locks
+ * are 2 s in these fleets, so losses are found within a few seconds.
+ */
+describe('worker loss and shutdown', () => {
+  let fleet: TestFleet;
+  let redis: Redis;
+  let client: FleetClient | undefined;
+  const started = async (id: string): Promise<number> => Number((await redis.blpop(`${fleet.prefix}:test:started:{${id}}`, 15))?.[1]);
+  const runs = (id: string) => redis.get(`${fleet.prefix}:test:runs:{${id}}`).then((v) => Number(v ?? 0));
+
+  beforeEach(() => {
+    fleet = new TestFleet();
+    redis = new Redis(redisUrl());
+  });
+
+  afterEach(async () => {
+    await client?.close();
+    client = undefined;
+    redis.disconnect();
+    await fleet.stopAll();
+  });
+
+  it('re-runs a retryable call on another worker when its worker is killed mid-call', async () => {
+    const workers = await Promise.all([fleet.worker({ tier: 'platform' }), fleet.worker({ tier: 'platform' })]);
+    client = new FleetClient({ url: (await fleet.dispatcher()).url });
+    const id = `kill-retryable-${randomUUID()}`;
+    await client.submit('block_retryable', {}, { id });
+    const victim = await started(id);
+    workers.find((w) => w.pid === victim)!.proc.kill('SIGKILL');
+    const result = await client.wait(id, { timeoutMs: 20_000 });
+    expect(result).toMatchObject({ isError: false, structuredContent: { runs: 2 } });
+    expect(result.structuredContent?.ranOn).not.toBe(victim);
+    expect(await runs(id)).toBe(2);
+  });
+
+  it('never runs a non-retryable call twice: killing its worker ends it with WORKER_LOST', async () => {
+    const workers = await Promise.all([fleet.worker({ tier: 'platform' }), fleet.worker({ tier: 'platform' })]);
+    client = new FleetClient({ url: (await fleet.dispatcher()).url });
+    const id = `kill-once-${randomUUID()}`;
+    await client.submit('block', {}, { id });
+    const victim = await started(id);
+    workers.find((w) => w.pid === victim)!.proc.kill('SIGKILL');
+    const result = await client.wait(id, { timeoutMs: 20_000 });
+    expect(result).toMatchObject({ isError: true, error: { code: 'WORKER_LOST' } });
+    expect(await runs(id)).toBe(1);
+  });
+
+  it('on SIGTERM a worker takes no new calls, finishes the active one and exits 0', async () => {
+    const worker = await fleet.worker({ tier: 'platform' });
+    client = new FleetClient({ url: (await fleet.dispatcher()).url });
+    const id = `drain-${randomUUID()}`;
+    await client.submit('gated', {}, { id });
+    await started(id);
+    const exit = worker.stop('SIGTERM');
+    await redis.lpush(`${fleet.prefix}:test:release:{${id}}`, 'go');
+    expect(await exit).toBe(0);
+    expect(await client.wait(id, { timeoutMs: 10_000 })).toMatchObject({ isError: false, structuredContent: { released: true } });
+    expect(worker.output()).toContain('worker pool stopped');
+  });
+
+  it('past the grace period, shutdown aborts a non-retryable call with WORKER_LOST and still exits', async () => {
+    const worker = await fleet.worker({ tier: 'platform', env: { FORGE_SHUTDOWN_GRACE_MS: '200' } });
+    client = new FleetClient({ url: (await fleet.dispatcher()).url });
+    const id = `grace-${randomUUID()}`;
+    await client.submit('block', {}, { id });
+    await started(id);
+    expect(await worker.stop('SIGTERM')).toBe(0);
+    expect(await client.wait(id, { timeoutMs: 10_000 })).toMatchObject({ isError: true, error: { code: 'WORKER_LOST' } });
+    expect(await runs(id)).toBe(1);
+  });
+
+  it('a call for a tool whose workers are all gone fails at once with NO_WORKER', async () => {
+    const worker = await fleet.worker({ tier: 'embedded' });
+    const dispatcher = await fleet.dispatcher();
+    client = new FleetClient({ url: dispatcher.url });
+    expect((await client.call('embedded_echo', {})).isError).toBe(false);
+    expect(await worker.stop('SIGTERM')).toBe(0);
+    await expect(client.call('embedded_echo', {})).rejects.toMatchObject({ code: 'NO_WORKER', httpStatus: 503 });
+  });
+
+  it('refuses a second worker that announces a different definition under a live tool name', async () => {
+    await fleet.worker({ tier: 'platform' });
+    await expect(fleet.worker({ tier: 'platform', tools: 'test/fixtures/conflicting-tools.ts' })).rejects.toThrow(/REGISTRY_ERROR.*'echo'/);
+  });
+
+  it('refuses to start a worker whose module has no tools of its tier', async () => {
+    await expect(fleet.worker({ tier: 'host', pool: 'nobody' })).rejects.toThrow(/CONFIG_INVALID.*no host-tier tools for pool nobody/);
+  });
+});
+
+describe('many dispatchers, many workers', () => {
+  const fleet = new TestFleet();
+  let redis: Redis;
+
+  afterEach(async () => {
+    redis?.disconnect();
+    await fleet.stopAll();
+  });
+
+  it('submits on one dispatcher and answers on another', async () => {
+    redis = new Redis(redisUrl());
+    await fleet.worker({ tier: 'platform' });
+    const [d1, d2] = await Promise.all([fleet.dispatcher(), fleet.dispatcher()]);
+    const c1 = new FleetClient({ url: d1.url });
+    const c2 = new FleetClient({ url: d2.url });
+    try {
+      const id = `cross-${randomUUID()}`;
+      await c1.submit('gated', {}, { id });
+      await redis.blpop(`${fleet.prefix}:test:started:{${id}}`, 10);
+      const waiting = c2.wait(id, { timeoutMs: 10_000 });
+      // Release only once the second dispatcher is registered as a watcher, so the push path is what answers.
+      const watchers = `${fleet.prefix}:call:{${id}}:watchers`;
+      while ((await redis.scard(watchers)) === 0) await redis.blpop(`${fleet.prefix}:test:never`, 0.05);
+      await redis.lpush(`${fleet.prefix}:test:release:{${id}}`, 'go');
+      expect(await waiting).toMatchObject({ isError: false, structuredContent: { released: true } });
+      expect((await c1.get(id)).status).toBe('completed');
+    } finally {
+      await Promise.all([c1.close(), c2.close()]);
+    }
+  });
+
+  it('answers 2,000 concurrent calls through two dispatchers and three workers, each exactly once', async () => {
+    redis = new Redis(redisUrl());
+    await Promise.all([0, 1, 2].map(() => fleet.worker({ tier: 'platform', concurrency: 64 })));
+    const dispatchers = await Promise.all([fleet.dispatcher(), fleet.dispatcher()]);
+    const clients = dispatchers.map((d) => new FleetClient({ url: d.url, connections: 128 }));
+    try {
+      const ids = Array.from({ length: 2000 }, (_, i) => `load-${i}-${randomUUID()}`);
+      const results = await Promise.all(ids.map((id, i) => clients[i % 2]!.call('count', { n: i }, { id, timeoutMs: 60_000 })));
+      results.forEach((result, i) => {
+        expect(result).toMatchObject({ toolCallId: ids[i], isError: false, structuredContent: { n: i, runs: 1 } });
+      });
+      const counts = await redis.mget(...ids.map((id) => `${fleet.prefix}:test:runs:{${id}}`));
+      expect(counts.filter((c) => c === '1')).toHaveLength(ids.length);
+    } finally {
+      await Promise.all(clients.map((c) => c.close()));
+    }
+  });
+});
