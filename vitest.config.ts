@@ -24,7 +24,7 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'integration',
-          include: ['test/**/*.int.test.ts', 'apps/*/test/**/*.int.test.ts', 'packages/*/test/**/*.int.test.ts'],
+          include: ['test/integration/**/*.int.test.ts', 'apps/*/test/**/*.int.test.ts', 'packages/*/test/**/*.int.test.ts'],
           globalSetup: ['./test/setup/redis.global.ts'],
           testTimeout: 30_000,
           hookTimeout: 60_000,

@@ -1,12 +1,141 @@
 #!/usr/bin/env node
-// `npm start`. The distributed fleet (dispatcher, tier queues, worker pools)
-// is issue #3 and does not exist yet; until it does, this runs what exists:
-// the full call pipeline in one process, on example tools of every tier.
-import { spawnSync } from 'node:child_process';
-import { dirname, join } from 'node:path';
+// `npm start`: a local Forge Fleet for a newcomer, in one command.
+//   Redis      REDIS_URL, or a redis-server from PATH on a free port with a temp dir
+//   dispatcher http://127.0.0.1:$PORT (default 8080)
+//   workers    one per tier (platform, embedded, host) serving examples/tools.ts
+// A development API key granting every tool is generated at start-up and written,
+// with the URL, to $FORGE_STATE_DIR/dev.json (default .forge/) for `npm run demo`.
+// Ctrl-C stops everything it started.
+import { spawn, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { createWriteStream, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-console.log('Note: the dispatcher and worker apps are not built yet (issue #3); running the in-process pipeline demo.\n');
-const r = spawnSync('npx', ['tsx', '--conditions=forge-source', 'examples/in-process.ts'], { cwd: root, stdio: 'inherit' });
-process.exit(r.status ?? 1);
+const stateDir = resolve(process.env.FORGE_STATE_DIR ?? join(root, '.forge'));
+const logDir = join(stateDir, 'logs');
+const port = Number(process.env.PORT ?? 8080);
+const host = process.env.HOST ?? '127.0.0.1';
+const say = (line = '') => process.stdout.write(`${line}\n`);
+const fail = (message) => {
+  process.stderr.write(`forge start: ${message}\n`);
+  process.exitCode = 1;
+};
+
+say('Forge Fleet: building…');
+const build = spawnSync('npx', ['turbo', 'run', 'build', '--output-logs=errors-only'], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, TURBO_TELEMETRY_DISABLED: '1' } });
+if (build.status !== 0) {
+  fail('the build failed (see above); run `npm ci` first');
+  process.exit(1);
+}
+
+const { startLocalRedis, LocalRedisUnavailableError } = await import('@forge-fleet/local-redis');
+const children = [];
+let redis;
+let stopping = false;
+
+async function stopAll(code) {
+  if (stopping) return;
+  stopping = true;
+  say('\nForge Fleet: stopping…');
+  const workers = children.filter((c) => c.name !== 'dispatcher');
+  await Promise.all(workers.map((c) => c.stop()));
+  await Promise.all(children.filter((c) => c.name === 'dispatcher').map((c) => c.stop()));
+  await redis?.stop();
+  say('Forge Fleet: stopped.');
+  process.exit(code);
+}
+process.once('SIGINT', () => void stopAll(0));
+process.once('SIGTERM', () => void stopAll(0));
+
+function run(name, bin, args, env) {
+  mkdirSync(logDir, { recursive: true });
+  const log = createWriteStream(join(logDir, `${name}.log`), { flags: 'w' });
+  const proc = spawn(process.execPath, [join(root, bin), ...args], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  proc.stdout.pipe(log);
+  proc.stderr.pipe(log);
+  let tail = '';
+  proc.stderr.on('data', (d) => (tail = (tail + d.toString()).slice(-2000)));
+  const exited = new Promise((r) => proc.once('exit', (code) => r(code)));
+  exited.then((code) => {
+    if (stopping) return;
+    fail(`${name} exited (${code}) unexpectedly:\n${tail}\n(full log: ${join(logDir, `${name}.log`)})`);
+    void stopAll(1);
+  });
+  const child = {
+    name,
+    proc,
+    stop: async () => {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
+      await exited;
+    },
+  };
+  children.push(child);
+  return child;
+}
+
+async function until(what, check, timeoutMs = 30_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (stopping) process.exit(process.exitCode ?? 1);
+    try {
+      if (await check()) return;
+    } catch {
+      // not yet
+    }
+    if (Date.now() > deadline) {
+      fail(`${what} did not happen within ${timeoutMs} ms; see ${logDir}`);
+      await stopAll(1);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+let redisUrl = process.env.REDIS_URL;
+if (redisUrl === undefined || redisUrl === '') {
+  try {
+    redis = await startLocalRedis();
+  } catch (error) {
+    fail(error instanceof LocalRedisUnavailableError ? error.message : String(error));
+    process.exit(1);
+  }
+  redisUrl = redis.url;
+  say(`Forge Fleet: started redis-server at ${redisUrl} (set REDIS_URL to use your own)`);
+}
+
+const apiKey = `dev_${randomBytes(24).toString('base64url')}`;
+const fleetEnv = { REDIS_URL: redisUrl, LOG_LEVEL: process.env.LOG_LEVEL ?? 'info' };
+run('dispatcher', 'apps/dispatcher/bin/forge-dispatcher.js', [], {
+  ...fleetEnv,
+  PORT: String(port),
+  HOST: host,
+  FORGE_API_KEYS: JSON.stringify({ [apiKey]: { subject: 'dev', tools: ['*'] } }),
+});
+const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+await until('the dispatcher answering /readyz', async () => (await fetch(`${url}/readyz`)).ok);
+for (const tier of ['platform', 'embedded', 'host']) {
+  run(`worker-${tier}`, 'apps/worker/bin/forge-worker.js', ['--tier', tier, '--tools', 'examples/tools.ts'], fleetEnv);
+}
+const expected = ['clock', 'echo', 'http_get', 'wasm_add'];
+await until('every example tool being served', async () => {
+  const { tools } = await (await fetch(`${url}/v1/tools`)).json();
+  return expected.every((name) => tools.some((t) => t.name === name));
+});
+
+mkdirSync(stateDir, { recursive: true });
+writeFileSync(join(stateDir, 'dev.json'), `${JSON.stringify({ url, apiKey }, null, 2)}\n`, { mode: 0o600 });
+const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
+say(`
+Forge Fleet ${pkg.version} is running at ${url}
+  workers: platform, embedded, host (tools: ${expected.join(', ')})
+  dev API key (grants every tool; generated now, not stored in the repo): ${apiKey}
+  logs: ${logDir}
+
+Try it:
+  curl -s ${url}/v1/tools
+  curl -s -X POST '${url}/v1/calls?wait=5000' -H 'content-type: application/json' -d '{"name":"wasm_add","arguments":{"a":2,"b":40}}'
+  curl -s -X POST '${url}/v1/calls?wait=5000' -H 'content-type: application/json' -H 'authorization: Bearer ${apiKey}' -d '{"name":"http_get","arguments":{"url":"${url}/healthz"}}'
+  npm run demo        # an example agent calling tools of every tier
+
+Ctrl-C stops the fleet.`);

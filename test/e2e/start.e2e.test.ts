@@ -1,35 +1,72 @@
-import { spawn } from 'node:child_process';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { describe, expect, it } from 'vitest';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { freePort } from '@forge-fleet/local-redis';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ROOT } from '../fixtures/fleet.js';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+/**
+ * The README's start command, run as a person would: `npm start` with no
+ * REDIS_URL (so it starts its own redis-server), then calls over HTTP, the
+ * demo agent, and Ctrl-C.
+ */
+describe('npm start', () => {
+  const stateDir = mkdtempSync(join(tmpdir(), 'forge-e2e-'));
+  afterAll(() => rmSync(stateDir, { recursive: true, force: true }));
 
-/** Runs the README's start command as a person would and collects what it prints. */
-function runStart(): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('npm', ['start', '--silent'], { cwd: root, env: { ...process.env, FORCE_COLOR: '0' } });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+  it('starts a fleet on an embedded Redis, serves calls of every tier, runs the demo, and stops cleanly', async () => {
+    const port = await freePort();
+    const env: NodeJS.ProcessEnv = { ...process.env, PORT: String(port), FORGE_STATE_DIR: stateDir, FORCE_COLOR: '0' };
+    delete env.REDIS_URL;
+    // Its own process group, so the test can press "Ctrl-C" the way a terminal does: to the whole group.
+    const proc = spawn('npm', ['start', '--silent'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    let out = '';
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => proc.once('exit', (code, signal) => resolve({ code, signal })));
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const onData = (d: Buffer): void => {
+          out += d.toString();
+          if (out.includes('Ctrl-C stops the fleet.')) resolve();
+        };
+        proc.stdout.on('data', onData);
+        proc.stderr.on('data', onData);
+        void exited.then(({ code }) => reject(new Error(`npm start exited (${code}):\n${out}`)));
+      });
+      expect(out).toMatch(/started redis-server at redis:\/\/127\.0\.0\.1:\d+/);
+      const { url, apiKey } = JSON.parse(readFileSync(join(stateDir, 'dev.json'), 'utf8')) as { url: string; apiKey: string };
+      expect(url).toBe(`http://127.0.0.1:${port}`);
+      expect(out).toContain(apiKey);
 
-describe('npm start (until the fleet exists: the in-process pipeline demo)', () => {
-  it('runs calls of every tier through scope, schema, approval and execution', async () => {
-    const { code, stdout, stderr } = await runStart();
-    expect(stderr).toBe('');
-    expect(code).toBe(0);
-    expect(stdout).toMatch(/platform: clock\s+→ completed: \d{4}-\d{2}-\d{2}T/);
-    expect(stdout).toMatch(/embedded: echo\s+→ completed: \{"echoed":"hi"\}/);
-    expect(stdout).toMatch(/bad arguments\s+→ SCHEMA_VALIDATION: .*'\/text'/);
-    expect(stdout).toMatch(/out of scope: http_get\s+→ OUT_OF_SCOPE/);
-    expect(stdout).toMatch(/host, no authorization\s+→ APPROVAL_DENIED/);
-    expect(stdout).toMatch(/host, authorized\s+→ completed: would GET https:\/\/example.com/);
-    expect(stdout).toMatch(/model text: malformed block\s+→ MALFORMED_TOOL_BLOCK: .*line 5/);
-    expect(stdout).toContain('audit entries: 1 (http_get out_of_scope); risk signals: 1');
+      const post = async (body: unknown, headers: Record<string, string> = {}) => {
+        const res = await fetch(`${url}/v1/calls?wait=10000`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+        return { status: res.status, body: (await res.json()) as { status?: string; result?: { content: string; isError: boolean }; error?: { code: string } } };
+      };
+      const clock = await post({ name: 'clock', arguments: {} });
+      expect(clock.status).toBe(200);
+      expect(clock.body.result?.content).toMatch(/^\d{4}-\d{2}-\d{2}T/);
+      expect((await post({ name: 'wasm_add', arguments: { a: 2, b: 40 } })).body.result?.content).toBe('{"sum":42}');
+      const hostDenied = await post({ name: 'http_get', arguments: { url: `${url}/healthz` } });
+      expect(hostDenied).toMatchObject({ status: 403, body: { error: { code: 'APPROVAL_DENIED' } } });
+      const host = await post({ name: 'http_get', arguments: { url: `${url}/healthz` } }, { authorization: `Bearer ${apiKey}` });
+      expect(host.body.result?.content).toBe('{"status":200,"body":"{\\"ok\\":true}"}');
+
+      const demo = spawnSync('npm', ['run', 'demo', '--silent'], { cwd: ROOT, env: { ...env, FORGE_STATE_DIR: stateDir }, encoding: 'utf8' });
+      expect(demo.status, demo.stderr).toBe(0);
+      expect(demo.stdout).toMatch(/platform {2}clock\s+\d{4}-/);
+      expect(demo.stdout).toMatch(/embedded {2}wasm_add\s+\{"sum":42\}/);
+      expect(demo.stdout).toMatch(/host {6}http_get\s+\{"status":200/);
+      expect(demo.stdout).toMatch(/refused {3}bad arguments\s+refused SCHEMA_VALIDATION \(HTTP 422\)/);
+      expect(demo.stdout).toContain('same call, same result');
+    } finally {
+      process.kill(-proc.pid!, 'SIGINT');
+    }
+    // npm re-raises the Ctrl-C it got once its script has exited; the script itself stopped in order.
+    const { code, signal } = await exited;
+    expect(code === 0 || signal === 'SIGINT', `exit ${code} / ${signal}`).toBe(true);
+    expect(out).toContain('Forge Fleet: stopped.');
+    expect(out).not.toContain('exited (');
+    // Everything it started is gone: the port is free again.
+    await expect(fetch(`http://127.0.0.1:${port}/healthz`)).rejects.toThrow();
   });
 });

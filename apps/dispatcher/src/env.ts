@@ -41,7 +41,12 @@ export const DispatcherEnv = z.object({
    */
   FORGE_APPROVAL: z.enum(['tier', 'auto', 'deny']).default('tier'),
   /** API keys: `{"<key>": {"subject": "ops", "tools": ["http_get", "db.*"]}}`. @defaultValue none */
-  FORGE_API_KEYS: json(z.record(z.string().min(16, 'API keys must be at least 16 characters'), z.object({ subject: z.string().min(1), tools: z.array(z.string()) })), {}),
+  FORGE_API_KEYS: json(
+    z
+      .record(z.string(), z.object({ subject: z.string().min(1), tools: z.array(z.string()) }))
+      .refine((keys) => Object.keys(keys).every((k) => k.length >= 16), 'API keys must be at least 16 characters'),
+    {},
+  ),
   /** Scopes per task type (the `x-forge-task` header): `{"research": ["search.*", "clock"]}`. */
   FORGE_SCOPES: json(z.record(z.string().min(1), z.array(z.string())), {}),
   /** Scope of callers that name no task type, as patterns; `["*"]` admits everything. @defaultValue ["*"] */

@@ -98,7 +98,9 @@ export class CatalogView {
    */
   lookup(name: string): ToolDefinition {
     const entry = this.#entries.get(name);
-    if (entry === undefined) throw new ToolNotFoundError(name, { known: this.list().map((d) => d.name) });
+    if (entry === undefined) {
+      throw new ToolNotFoundError(name, { known: this.list().map((d) => d.name), remedy: 'no worker has announced it — check the name, or start a worker whose tools module defines it' });
+    }
     if (entry.liveWorkers === 0) throw new NoWorkerError(name, queueFor(this.prefix, entry.definition));
     return entry.definition;
   }

@@ -11,7 +11,7 @@ export class ToolNotFoundError extends FleetError {
   readonly code = ErrorCode.TOOL_NOT_FOUND;
   constructor(
     readonly toolName: string,
-    options: { known?: readonly string[]; cause?: unknown } = {},
+    options: { known?: readonly string[]; remedy?: string; cause?: unknown } = {},
   ) {
     const known = options.known ?? [];
     const hint =
@@ -19,7 +19,7 @@ export class ToolNotFoundError extends FleetError {
         ? 'no tools are registered yet'
         : `known tools: ${known.slice(0, 10).join(', ')}${known.length > 10 ? ', …' : ''}`;
     super(
-      `tool '${toolName}' not found; register it before calling it (${hint})`,
+      `tool '${toolName}' not found; ${options.remedy ?? 'register it before calling it'} (${hint})`,
       { toolName },
       { cause: options.cause },
     );
