@@ -145,3 +145,32 @@ describe('many dispatchers, many workers', () => {
     }
   });
 });
+
+describe('dispatcher shutdown', () => {
+  const fleet = new TestFleet();
+  let redis: Redis;
+
+  afterEach(async () => {
+    redis?.disconnect();
+    await fleet.stopAll();
+  });
+
+  it('on SIGTERM answers the requests it holds, exits 0, and the call is answered by another dispatcher later', async () => {
+    redis = new Redis(redisUrl());
+    await fleet.worker({ tier: 'platform' });
+    const [first, second] = await Promise.all([fleet.dispatcher(), fleet.dispatcher()]);
+    const c1 = new FleetClient({ url: first.url });
+    const c2 = new FleetClient({ url: second.url });
+    try {
+      const id = `dispatcher-drain-${randomUUID()}`;
+      const held = c1.submit('gated', {}, { id, waitMs: 30_000 });
+      await redis.blpop(`${fleet.prefix}:test:started:{${id}}`, 10);
+      expect(await first.stop('SIGTERM')).toBe(0);
+      expect(await held).toMatchObject({ id, status: 'running' });
+      await redis.lpush(`${fleet.prefix}:test:release:{${id}}`, 'go');
+      expect(await c2.wait(id, { timeoutMs: 10_000 })).toMatchObject({ isError: false, structuredContent: { released: true } });
+    } finally {
+      await Promise.all([c1.close(), c2.close()]);
+    }
+  });
+});

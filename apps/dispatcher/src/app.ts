@@ -18,6 +18,8 @@ export interface AppDeps {
   readonly ready: () => Promise<boolean>;
   readonly log: Logger;
   readonly bodyLimit: number;
+  /** True once the dispatcher is shutting down: answers then close their connections. */
+  readonly closing?: () => boolean;
 }
 
 /** The dispatcher's HTTP API (see docs/http-api.md), as a fastify instance not yet listening. */
@@ -34,6 +36,12 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     logController: new LogController({ disableRequestLogging: true }),
   });
   registerErrorHandling(app, deps.bodyLimit);
+  // A keep-alive connection that turns idle after close() began would hold the server open
+  // until its keep-alive timeout; answers given while closing end their connection instead.
+  app.addHook('onSend', async (_request, reply, payload) => {
+    if (deps.closing?.() === true) void reply.header('connection', 'close');
+    return payload;
+  });
   void app.register(healthRoutes(deps.ready));
   void app.register(toolRoutes(deps.catalog, deps.scopes, deps.keys));
   void app.register(callRoutes(deps.calls, deps.scopes, deps.keys));

@@ -64,7 +64,9 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
   });
   await catalog.start({ subscriber, channel: keys.catalogChannel });
   inbox.start();
+  let shuttingDown = false;
   const app = buildApp({
+    closing: () => shuttingDown,
     calls,
     catalog,
     scopes,
@@ -79,7 +81,11 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
     app,
     close: () =>
       (closed ??= (async () => {
-        await app.close();
+        // Stop accepting, then answer the requests still waiting for results with their calls' current status.
+        shuttingDown = true;
+        const closing = app.close();
+        inbox.releaseAll();
+        await closing;
         catalog.stop();
         await inbox.stop();
         await queues.close();

@@ -1,4 +1,4 @@
-import { DEFAULT_FLEET_PREFIX, FLEET_PREFIX_PATTERN, parseConfig } from '@forge-fleet/shared';
+import { DEFAULT_FLEET_PREFIX, FLEET_PREFIX_PATTERN, parseConfig, RedisUrl } from '@forge-fleet/shared';
 import { z } from 'zod';
 
 const int = (def: number) => z.coerce.number().int().positive().default(def);
@@ -23,7 +23,7 @@ function json<T extends z.ZodType>(schema: T, fallback: z.input<T>) {
 /** The dispatcher's environment. Parsed once in main.ts; nothing else reads `process.env`. */
 export const DispatcherEnv = z.object({
   /** The fleet's Redis. */
-  REDIS_URL: z.string().min(1, 'set REDIS_URL to the fleet Redis, e.g. redis://127.0.0.1:6379'),
+  REDIS_URL: RedisUrl,
   /** @defaultValue 8080 */
   PORT: z.coerce.number().int().min(0).max(65_535).default(8080),
   /** @defaultValue 127.0.0.1 (set 0.0.0.0 to listen on every interface) */

@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { ConfigInvalidError, parseConfig, PoolName, TierInput } from '@forge-fleet/shared';
+import { ConfigInvalidError, PoolName, TierInput } from '@forge-fleet/shared';
 import { z } from 'zod';
 
 export const USAGE = 'usage: forge-worker --tier <platform|embedded|host> [--pool NAME] --tools <module> [--concurrency N] [--id ID]';
@@ -27,7 +27,11 @@ export function parseWorkerArgs(argv: readonly string[]): Readonly<WorkerArgs> {
   } catch (error) {
     throw new ConfigInvalidError('worker arguments', [error instanceof Error ? error.message : String(error), USAGE]);
   }
-  const args = parseConfig(WorkerArgs, values, 'worker arguments');
+  const parsed = WorkerArgs.safeParse(values);
+  if (!parsed.success) {
+    throw new ConfigInvalidError('worker arguments', [...parsed.error.issues.map((i) => `--${i.path.join('.')}: ${i.message}`), USAGE], { cause: parsed.error });
+  }
+  const args = Object.freeze(parsed.data);
   if (args.pool !== undefined && args.tier !== 'host') throw new ConfigInvalidError('worker arguments', ['--pool applies to --tier host only', USAGE]);
   return args;
 }

@@ -1,4 +1,4 @@
-import { DEFAULT_FLEET_PREFIX, FLEET_PREFIX_PATTERN, parseConfig } from '@forge-fleet/shared';
+import { DEFAULT_FLEET_PREFIX, FLEET_PREFIX_PATTERN, parseConfig, RedisUrl } from '@forge-fleet/shared';
 import { z } from 'zod';
 
 const int = (def: number) => z.coerce.number().int().positive().default(def);
@@ -6,7 +6,7 @@ const int = (def: number) => z.coerce.number().int().positive().default(def);
 /** The worker's environment. Parsed once in main.ts; nothing else reads `process.env`. */
 export const WorkerEnv = z.object({
   /** Where the fleet's Redis is. Required: workers join an existing fleet. */
-  REDIS_URL: z.string().min(1, 'set REDIS_URL to the fleet Redis, e.g. redis://127.0.0.1:6379'),
+  REDIS_URL: RedisUrl,
   /** Namespaces every key and queue, so several fleets can share a Redis. @defaultValue "forge" */
   FORGE_PREFIX: z.string().regex(FLEET_PREFIX_PATTERN).default(DEFAULT_FLEET_PREFIX),
   /** BullMQ lock: a dead worker's call is detected within about this long. @defaultValue 15000 */

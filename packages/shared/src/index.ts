@@ -85,4 +85,4 @@ export { CallEnvelope, ReplyMessage } from './wire/envelope.js';
 export { queueName, fleetKeys, DEFAULT_FLEET_PREFIX, FLEET_PREFIX_PATTERN, type FleetKeys } from './queues/names.js';
 
 // config
-export { parseConfig } from './config/parse.js';
+export { parseConfig, RedisUrl } from './config/parse.js';

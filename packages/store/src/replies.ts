@@ -23,7 +23,7 @@ export async function publishReply(redis: Redis, keys: FleetKeys, targets: reado
   await pipeline.exec();
 }
 
-type Waiter = (message: ReplyMessage) => void;
+type Waiter = (message: ReplyMessage | undefined) => void;
 
 /**
  * One dispatcher's inbox: a single loop drains its reply list with
@@ -36,6 +36,7 @@ export class ReplyInbox {
   readonly #waiters = new Map<string, Set<Waiter>>();
   readonly #batch: number;
   #running = false;
+  #released = false;
   #loop: Promise<void> | undefined;
   #onError: (error: unknown) => void;
 
@@ -64,8 +65,19 @@ export class ReplyInbox {
     await this.#loop;
   }
 
-  /** Waits for the call's result, up to `timeoutMs`; resolves `undefined` on timeout or abort. */
+  /**
+   * Answers every waiting request now with `undefined` (as if its wait had
+   * ended), and every later one at once: a dispatcher shutting down answers
+   * what it holds with the call's current status instead of keeping it.
+   */
+  releaseAll(): void {
+    this.#released = true;
+    for (const set of [...this.#waiters.values()]) for (const waiter of [...set]) waiter(undefined);
+  }
+
+  /** Waits for the call's result, up to `timeoutMs`; resolves `undefined` on timeout, abort or {@link releaseAll}. */
   wait(callId: string, timeoutMs: number, signal?: AbortSignal): Promise<ReplyMessage | undefined> {
+    if (this.#released) return Promise.resolve(undefined);
     return new Promise((resolve) => {
       let set = this.#waiters.get(callId);
       if (set === undefined) this.#waiters.set(callId, (set = new Set()));

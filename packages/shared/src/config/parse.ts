@@ -1,4 +1,4 @@
-import type { z } from 'zod';
+import { z } from 'zod';
 import { ConfigInvalidError } from '../errors/errors.js';
 
 /**
@@ -15,3 +15,8 @@ export function parseConfig<S extends z.ZodType>(schema: S, input: unknown, what
   }
   return Object.freeze(parsed.data);
 }
+
+/** `REDIS_URL`, required, with a message that says what to set. */
+export const RedisUrl = z
+  .string({ error: 'set REDIS_URL to the fleet Redis, e.g. redis://127.0.0.1:6379' })
+  .min(1, 'set REDIS_URL to the fleet Redis, e.g. redis://127.0.0.1:6379');
