@@ -1,7 +1,6 @@
-import { DEFAULT_FLEET_PREFIX, FLEET_PREFIX_PATTERN, parseConfig, RedisUrl } from '@forge-fleet/shared';
+import { envInt, FleetEnv, parseConfig } from '@forge-fleet/shared';
 import { z } from 'zod';
 
-const int = (def: number) => z.coerce.number().int().positive().default(def);
 
 /** JSON in an environment variable, parsed then checked by `schema`. */
 function json<T extends z.ZodType>(schema: T, fallback: z.input<T>) {
@@ -21,19 +20,13 @@ function json<T extends z.ZodType>(schema: T, fallback: z.input<T>) {
 }
 
 /** The dispatcher's environment. Parsed once in main.ts; nothing else reads `process.env`. */
-export const DispatcherEnv = z.object({
-  /** The fleet's Redis. */
-  REDIS_URL: RedisUrl,
+export const DispatcherEnv = FleetEnv.extend({
   /** @defaultValue 8080 */
   PORT: z.coerce.number().int().min(0).max(65_535).default(8080),
   /** @defaultValue 127.0.0.1 (set 0.0.0.0 to listen on every interface) */
   HOST: z.string().default('127.0.0.1'),
-  /** @defaultValue "forge" */
-  FORGE_PREFIX: z.string().regex(FLEET_PREFIX_PATTERN).default(DEFAULT_FLEET_PREFIX),
-  /** How long call records and results are kept. @defaultValue 86400000 (24 h) */
-  FORGE_RESULT_RETENTION_MS: int(86_400_000),
   /** Largest request body. @defaultValue 1048576 */
-  FORGE_BODY_LIMIT_BYTES: int(1_048_576),
+  FORGE_BODY_LIMIT_BYTES: envInt(1_048_576),
   /**
    * The approval policy: `tier` (platform and embedded approved, host only with an
    * API key granting the tool), `auto` (everything; development only), `deny`.
@@ -52,14 +45,9 @@ export const DispatcherEnv = z.object({
   /** Scope of callers that name no task type, as patterns; `["*"]` admits everything. @defaultValue ["*"] */
   FORGE_DEFAULT_SCOPE: json(z.array(z.string()), ['*']),
   /** How often the live catalog is re-read. @defaultValue 1000 */
-  FORGE_CATALOG_REFRESH_MS: int(1000),
-  /** Runs of a retryable tool in all. @defaultValue 3 */
-  FORGE_RETRY_ATTEMPTS: int(3),
+  FORGE_CATALOG_REFRESH_MS: envInt(1000),
   /** First retry backoff, doubled each time. @defaultValue 200 */
-  FORGE_RETRY_BACKOFF_MS: int(200),
-  /** On SIGTERM, requests in flight get this long. @defaultValue 10000 */
-  FORGE_SHUTDOWN_GRACE_MS: int(10_000),
-  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  FORGE_RETRY_BACKOFF_MS: envInt(200),
 });
 export type DispatcherEnv = z.infer<typeof DispatcherEnv>;
 

@@ -2,12 +2,12 @@
  * `forge-dispatcher`: the fleet's HTTP front door. Reads REDIS_URL, PORT,
  * HOST and the FORGE_* variables (see env.ts). Stateless: run as many as you like.
  */
-import { isFleetError } from '@forge-fleet/shared';
+import { runMain } from '@forge-fleet/shared';
 import { pino } from 'pino';
 import { createDispatcher } from './dispatcher.js';
 import { parseDispatcherEnv } from './env.js';
 
-async function main(): Promise<void> {
+runMain('forge-dispatcher', async () => {
   const env = parseDispatcherEnv(process.env);
   const log = pino({
     level: env.LOG_LEVEL,
@@ -29,28 +29,5 @@ async function main(): Promise<void> {
   });
   const address = await dispatcher.app.listen({ port: env.PORT, host: env.HOST });
   log.info({ address, id: dispatcher.id }, 'dispatcher listening');
-
-  const shutdown = (signal: string): void => {
-    log.info({ signal }, 'shutting down');
-    const force = setTimeout(() => {
-      log.warn('grace period over: exiting with requests still open');
-      process.exit(1);
-    }, env.FORGE_SHUTDOWN_GRACE_MS);
-    force.unref();
-    dispatcher.close().then(
-      () => process.exit(0),
-      (err: unknown) => {
-        log.error({ err }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
-  };
-  process.once('SIGTERM', () => shutdown('SIGTERM'));
-  process.once('SIGINT', () => shutdown('SIGINT'));
-}
-
-main().catch((error: unknown) => {
-  const line = isFleetError(error) ? `forge-dispatcher: ${error.code}: ${error.message}` : `forge-dispatcher: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`;
-  process.stderr.write(`${line}\n`);
-  process.exit(1);
+  return { log, stop: () => dispatcher.close(), forceExitAfterMs: env.FORGE_SHUTDOWN_GRACE_MS };
 });

@@ -2,14 +2,14 @@
  * `forge-worker`: serves the tools of one tier (and, for host, one pool) from
  * a tools module. Reads REDIS_URL and the FORGE_* variables (see env.ts).
  */
-import { isFleetError } from '@forge-fleet/shared';
+import { runMain } from '@forge-fleet/shared';
 import { pino } from 'pino';
 import { parseWorkerArgs } from './cli.js';
 import { parseWorkerEnv } from './env.js';
 import { WorkerPool } from './pools/worker-pool.js';
 import { loadToolsModule, selectTools } from './tools/load.js';
 
-async function main(): Promise<void> {
+runMain('forge-worker', async () => {
   const env = parseWorkerEnv(process.env);
   const args = parseWorkerArgs(process.argv.slice(2));
   const log = pino({ level: env.LOG_LEVEL, base: { app: 'forge-worker', tier: args.tier, pool: args.pool, pid: process.pid } });
@@ -30,23 +30,6 @@ async function main(): Promise<void> {
     log,
   });
   await pool.start();
-  const shutdown = (signal: string): void => {
-    log.info({ signal }, 'shutting down');
-    pool.stop().then(
-      () => process.exit(0),
-      (err: unknown) => {
-        log.error({ err }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
-  };
-  process.once('SIGTERM', () => shutdown('SIGTERM'));
-  process.once('SIGINT', () => shutdown('SIGINT'));
-}
-
-main().catch((error: unknown) => {
-  // Start-up errors go to stderr as one readable line, with the code people can look up.
-  const line = isFleetError(error) ? `forge-worker: ${error.code}: ${error.message}` : `forge-worker: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`;
-  process.stderr.write(`${line}\n`);
-  process.exit(1);
+  // The pool bounds its own shutdown: after the grace period it aborts what is still running.
+  return { log, stop: () => pool.stop() };
 });

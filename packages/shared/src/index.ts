@@ -85,4 +85,7 @@ export { CallEnvelope, ReplyMessage } from './wire/envelope.js';
 export { queueName, fleetKeys, DEFAULT_FLEET_PREFIX, FLEET_PREFIX_PATTERN, type FleetKeys } from './queues/names.js';
 
 // config
-export { parseConfig, RedisUrl } from './config/parse.js';
+export { parseConfig, RedisUrl, FleetEnv, envInt } from './config/parse.js';
+
+// process
+export { runMain, type RunningProcess, type LifecycleLogger } from './process/run-main.js';

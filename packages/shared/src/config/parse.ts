@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ConfigInvalidError } from '../errors/errors.js';
+import { DEFAULT_FLEET_PREFIX, FLEET_PREFIX_PATTERN } from '../queues/names.js';
 
 /**
  * Parses options or environment variables once, at start-up, and freezes the
@@ -20,3 +21,26 @@ export function parseConfig<S extends z.ZodType>(schema: S, input: unknown, what
 export const RedisUrl = z
   .string({ error: 'set REDIS_URL to the fleet Redis, e.g. redis://127.0.0.1:6379' })
   .min(1, 'set REDIS_URL to the fleet Redis, e.g. redis://127.0.0.1:6379');
+
+/** A positive whole number read from the environment, with a default. */
+export const envInt = (defaultValue: number) => z.coerce.number().int().positive().default(defaultValue);
+
+/**
+ * The environment every fleet process reads (dispatchers and workers must
+ * agree on these); each app extends it with its own variables.
+ */
+export const FleetEnv = z.object({
+  /** The fleet's Redis. */
+  REDIS_URL: RedisUrl,
+  /** Namespaces every key and queue, so several fleets can share a Redis. @defaultValue "forge" */
+  FORGE_PREFIX: z.string().regex(FLEET_PREFIX_PATTERN).default(DEFAULT_FLEET_PREFIX),
+  /** How long call records and results are kept. @defaultValue 86400000 (24 h) */
+  FORGE_RESULT_RETENTION_MS: envInt(86_400_000),
+  /** Runs of a retryable tool in all. @defaultValue 3 */
+  FORGE_RETRY_ATTEMPTS: envInt(3),
+  /** On SIGTERM, how long active calls (worker) or requests (dispatcher) get. @defaultValue 10000 */
+  FORGE_SHUTDOWN_GRACE_MS: envInt(10_000),
+  /** @defaultValue "info" */
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+});
+export type FleetEnv = z.infer<typeof FleetEnv>;
