@@ -9,6 +9,8 @@ export interface LocalRedis {
   /** `redis://127.0.0.1:<port>` */
   readonly url: string;
   readonly port: number;
+  /** The server's process id (benchmarks read its CPU time from /proc). */
+  readonly pid: number;
   /** Stops the server and removes its directory. Safe to call twice. */
   stop(): Promise<void>;
 }
@@ -105,5 +107,5 @@ export async function startLocalRedis(options: LocalRedisOptions = {}): Promise<
     }
     await new Promise((r) => setTimeout(r, 25));
   }
-  return { url: `redis://127.0.0.1:${port}`, port, stop };
+  return { url: `redis://127.0.0.1:${port}`, port, pid: child.pid ?? -1, stop };
 }

@@ -1,0 +1,325 @@
+/**
+ * `npm run bench`: the fleet side by side with raw BullMQ, on one machine, in
+ * one run. Every point starts fresh processes on one shared redis-server:
+ * agents (the callers), and the servers of the arm (raw: one BullMQ worker;
+ * fleet: dispatcher(s) + one worker). Agents measure only inside a window the
+ * orchestrator opens and closes with signals, while it reads CPU time from
+ * /proc and Redis command counts from INFO commandstats.
+ *
+ * `--quick`: one repetition of shorter windows, for a smoke run.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { freePort, startLocalRedis } from '@forge-fleet/local-redis';
+import { Redis } from 'ioredis';
+import { cpuMs, peakRssMb } from './proc.js';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const quick = process.argv.includes('--quick');
+const REPS = quick ? 1 : 3;
+const WARMUP_MS = quick ? 500 : 1000;
+const WINDOW_MS = quick ? 1500 : 3000;
+const WORKER_CONCURRENCY = 256;
+
+type Arm = 'raw-bullmq' | 'fleet-http';
+type Kind = 'agent' | 'dispatcher' | 'worker' | 'redis';
+interface Point {
+  readonly name: string;
+  readonly inflight: number;
+  readonly agents: number;
+  readonly dispatchers: number;
+}
+const POINTS: readonly Point[] = [
+  { name: 'inflight-1', inflight: 1, agents: 1, dispatchers: 1 },
+  { name: 'inflight-16', inflight: 16, agents: 1, dispatchers: 1 },
+  { name: 'inflight-256', inflight: 256, agents: 1, dispatchers: 1 },
+  { name: 'fanout-16x16', inflight: 256, agents: 16, dispatchers: 2 },
+];
+const ARMS: readonly Arm[] = ['raw-bullmq', 'fleet-http'];
+
+interface Sample {
+  readonly callsPerSec: number;
+  readonly p50: number;
+  readonly p95: number;
+  readonly p99: number;
+  readonly errors: number;
+  readonly cpuMsPerCall: Record<Kind, number> & { total: number };
+  readonly redisCmdsPerCall: number;
+  readonly peakRssMb: { worker: number; dispatcher: number };
+}
+
+interface Proc {
+  readonly kind: Kind;
+  readonly child: ChildProcess;
+  out: string;
+}
+
+function start(kind: Kind, args: readonly string[], env: Record<string, string> = {}): Proc {
+  const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc: Proc = { kind, child, out: '' };
+  child.stdout?.on('data', (d: Buffer) => (proc.out += d.toString()));
+  child.stderr?.on('data', (d: Buffer) => (proc.out += d.toString()));
+  return proc;
+}
+
+async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+async function stopAll(procs: readonly Proc[]): Promise<void> {
+  await Promise.all(
+    procs.map(
+      (p) =>
+        new Promise<void>((resolve) => {
+          if (p.child.exitCode !== null || p.child.signalCode !== null) return resolve();
+          const kill = setTimeout(() => p.child.kill('SIGKILL'), 3000);
+          p.child.once('exit', () => {
+            clearTimeout(kill);
+            resolve();
+          });
+          p.child.kill('SIGTERM');
+        }),
+    ),
+  );
+}
+
+async function commandCount(redis: Redis): Promise<number> {
+  const info = await redis.info('commandstats');
+  let total = 0;
+  for (const m of info.matchAll(/calls=(\d+)/g)) total += Number(m[1]);
+  return total;
+}
+
+const TSX = ['--conditions=forge-source', '--import', 'tsx'];
+
+async function startServers(arm: Arm, point: Point, redisUrl: string): Promise<{ procs: Proc[]; urls: string[] }> {
+  if (arm === 'raw-bullmq') {
+    const worker = start('worker', [...TSX, 'bench/src/raw-worker.ts', redisUrl, 'bench', String(WORKER_CONCURRENCY)]);
+    await until('raw worker', () => worker.out.includes('worker ready'));
+    return { procs: [worker], urls: [] };
+  }
+  const env = { REDIS_URL: redisUrl, FORGE_PREFIX: 'bench', LOG_LEVEL: 'warn' };
+  const procs: Proc[] = [];
+  const urls: string[] = [];
+  for (let i = 0; i < point.dispatchers; i++) {
+    const port = await freePort();
+    procs.push(start('dispatcher', ['apps/dispatcher/bin/forge-dispatcher.js'], { ...env, PORT: String(port) }));
+    urls.push(`http://127.0.0.1:${port}`);
+  }
+  procs.push(start('worker', ['apps/worker/bin/forge-worker.js', '--tier', 'platform', '--tools', 'bench/src/tools.ts', '--concurrency', String(WORKER_CONCURRENCY)], env));
+  for (const url of urls) {
+    await until(`dispatcher ${url} serving noop`, async () => {
+      try {
+        const body = (await (await fetch(`${url}/v1/tools`)).json()) as { tools?: { name: string }[] };
+        return body.tools?.some((t) => t.name === 'noop') === true;
+      } catch {
+        return false;
+      }
+    });
+  }
+  return { procs, urls };
+}
+
+function percentile(sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+async function measure(arm: Arm, point: Point, redisUrl: string, redisPid: number, redis: Redis): Promise<Sample> {
+  await redis.flushall();
+  const { procs, urls } = await startServers(arm, point, redisUrl);
+  const agents: Proc[] = [];
+  try {
+    const per = Math.max(1, Math.round(point.inflight / point.agents));
+    for (let i = 0; i < point.agents; i++) {
+      const args = arm === 'raw-bullmq' ? [...TSX, 'bench/src/raw-agent.ts', redisUrl, 'bench', String(per)] : [...TSX, 'bench/src/fleet-agent.ts', urls[i % urls.length]!, String(per)];
+      agents.push(start('agent', args));
+    }
+    await until('agents ready', () => agents.every((a) => a.out.includes('"event":"ready"')));
+    await new Promise((r) => setTimeout(r, WARMUP_MS));
+
+    const all = [...procs, ...agents];
+    const cpuBefore = all.map((p) => cpuMs(p.child.pid!));
+    const redisCpuBefore = cpuMs(redisPid);
+    const cmdsBefore = await commandCount(redis);
+    for (const a of agents) a.child.kill('SIGUSR1');
+    const t0 = performance.now();
+    await new Promise((r) => setTimeout(r, WINDOW_MS));
+    const cmdsAfter = await commandCount(redis);
+    const cpuAfter = all.map((p) => cpuMs(p.child.pid!));
+    const redisCpuAfter = cpuMs(redisPid);
+    for (const a of agents) a.child.kill('SIGUSR2');
+    const windowMs = performance.now() - t0;
+    await until('agent reports', () => agents.every((a) => a.out.includes('"event":"report"')));
+
+    let calls = 0;
+    let errors = 0;
+    const latencies: number[] = [];
+    for (const a of agents) {
+      const line = a.out.split('\n').find((l) => l.includes('"event":"report"'))!;
+      const report = JSON.parse(line) as { calls: number; errors: number; latenciesMs: number[] };
+      calls += report.calls;
+      errors += report.errors;
+      for (const l of report.latenciesMs) latencies.push(l);
+    }
+    latencies.sort((a, b) => a - b);
+    const cpu: Record<Kind, number> = { agent: 0, dispatcher: 0, worker: 0, redis: redisCpuAfter - redisCpuBefore };
+    all.forEach((p, i) => (cpu[p.kind] += cpuAfter[i]! - cpuBefore[i]!));
+    const perCall = (v: number): number => (calls === 0 ? Number.NaN : v / calls);
+    const rss = (kind: Kind): number => Math.max(0, ...procs.filter((p) => p.kind === kind).map((p) => peakRssMb(p.child.pid!)));
+    return {
+      callsPerSec: calls / (windowMs / 1000),
+      p50: percentile(latencies, 50),
+      p95: percentile(latencies, 95),
+      p99: percentile(latencies, 99),
+      errors,
+      cpuMsPerCall: {
+        agent: perCall(cpu.agent),
+        dispatcher: perCall(cpu.dispatcher),
+        worker: perCall(cpu.worker),
+        redis: perCall(cpu.redis),
+        total: perCall(cpu.agent + cpu.dispatcher + cpu.worker + cpu.redis),
+      },
+      redisCmdsPerCall: perCall(cmdsAfter - cmdsBefore),
+      peakRssMb: { worker: rss('worker'), dispatcher: rss('dispatcher') },
+    };
+  } finally {
+    await stopAll([...agents, ...procs]);
+  }
+}
+
+const median = (xs: readonly number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length === 0 ? Number.NaN : s.length % 2 === 1 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+
+interface Summary {
+  readonly point: string;
+  readonly arm: Arm;
+  readonly median: Sample;
+  readonly spread: { callsPerSec: [number, number]; p50: [number, number]; p99: [number, number] };
+  readonly reps: Sample[];
+}
+
+function summarise(point: string, arm: Arm, reps: Sample[]): Summary {
+  const m = (f: (s: Sample) => number): number => median(reps.map(f));
+  const range = (f: (s: Sample) => number): [number, number] => [Math.min(...reps.map(f)), Math.max(...reps.map(f))];
+  return {
+    point,
+    arm,
+    reps,
+    median: {
+      callsPerSec: m((s) => s.callsPerSec),
+      p50: m((s) => s.p50),
+      p95: m((s) => s.p95),
+      p99: m((s) => s.p99),
+      errors: m((s) => s.errors),
+      cpuMsPerCall: {
+        agent: m((s) => s.cpuMsPerCall.agent),
+        dispatcher: m((s) => s.cpuMsPerCall.dispatcher),
+        worker: m((s) => s.cpuMsPerCall.worker),
+        redis: m((s) => s.cpuMsPerCall.redis),
+        total: m((s) => s.cpuMsPerCall.total),
+      },
+      redisCmdsPerCall: m((s) => s.redisCmdsPerCall),
+      peakRssMb: { worker: m((s) => s.peakRssMb.worker), dispatcher: m((s) => s.peakRssMb.dispatcher) },
+    },
+    spread: { callsPerSec: range((s) => s.callsPerSec), p50: range((s) => s.p50), p99: range((s) => s.p99) },
+  };
+}
+
+const f = (n: number, digits = 2): string => (Number.isNaN(n) ? '–' : n.toFixed(digits));
+
+function table(summaries: readonly Summary[]): string {
+  const rows = [
+    '| point | arm | calls/s (min–max) | p50 ms | p95 ms | p99 ms | CPU ms/call agent · disp · worker · redis = total | Redis cmds/call | peak RSS MB worker · disp |',
+    '|---|---|---|---|---|---|---|---|---|',
+  ];
+  for (const s of summaries) {
+    const m = s.median;
+    const c = m.cpuMsPerCall;
+    rows.push(
+      `| ${s.point} | ${s.arm} | ${f(m.callsPerSec, 0)} (${f(s.spread.callsPerSec[0], 0)}–${f(s.spread.callsPerSec[1], 0)}) | ${f(m.p50)} | ${f(m.p95)} | ${f(m.p99)} | ${f(c.agent, 3)} · ${f(c.dispatcher, 3)} · ${f(c.worker, 3)} · ${f(c.redis, 3)} = ${f(c.total, 3)} | ${f(m.redisCmdsPerCall, 1)} | ${f(m.peakRssMb.worker, 0)} · ${s.arm === 'fleet-http' ? f(m.peakRssMb.dispatcher, 0) : '–'} |`,
+    );
+  }
+  return rows.join('\n');
+}
+
+interface Check {
+  readonly target: string;
+  readonly fleet: number;
+  readonly bar: number;
+  readonly met: boolean;
+}
+
+function checks(summaries: readonly Summary[]): Check[] {
+  const get = (point: string, arm: Arm): Sample => summaries.find((s) => s.point === point && s.arm === arm)!.median;
+  const raw256 = get('inflight-256', 'raw-bullmq');
+  const fleet256 = get('inflight-256', 'fleet-http');
+  const raw1 = get('inflight-1', 'raw-bullmq');
+  const fleet1 = get('inflight-1', 'fleet-http');
+  const fleetFan = get('fanout-16x16', 'fleet-http');
+  const out: Check[] = [
+    { target: 'calls/s at 256 in flight ≥ 1.2 × raw', fleet: fleet256.callsPerSec, bar: 1.2 * raw256.callsPerSec, met: fleet256.callsPerSec >= 1.2 * raw256.callsPerSec },
+    { target: 'p50 at 1 in flight ≤ raw (ms)', fleet: fleet1.p50, bar: raw1.p50, met: fleet1.p50 <= raw1.p50 },
+    { target: 'p99 at 256 in flight ≤ raw (ms)', fleet: fleet256.p99, bar: raw256.p99, met: fleet256.p99 <= raw256.p99 },
+    { target: 'total CPU ms/call at 256 ≤ raw', fleet: fleet256.cpuMsPerCall.total, bar: raw256.cpuMsPerCall.total, met: fleet256.cpuMsPerCall.total <= raw256.cpuMsPerCall.total },
+    { target: 'Redis commands/call at 256 ≤ raw', fleet: fleet256.redisCmdsPerCall, bar: raw256.redisCmdsPerCall, met: fleet256.redisCmdsPerCall <= raw256.redisCmdsPerCall },
+    { target: 'fan-out calls/s ≥ 0.9 × 1-agent calls/s', fleet: fleetFan.callsPerSec, bar: 0.9 * fleet256.callsPerSec, met: fleetFan.callsPerSec >= 0.9 * fleet256.callsPerSec },
+    { target: 'fan-out Redis CPU/call < 1.1 × 1-agent', fleet: fleetFan.cpuMsPerCall.redis, bar: 1.1 * fleet256.cpuMsPerCall.redis, met: fleetFan.cpuMsPerCall.redis < 1.1 * fleet256.cpuMsPerCall.redis },
+    { target: 'worker peak RSS at 256 < 150 MB', fleet: fleet256.peakRssMb.worker, bar: 150, met: fleet256.peakRssMb.worker < 150 },
+    { target: 'dispatcher peak RSS at 256 < 200 MB', fleet: fleet256.peakRssMb.dispatcher, bar: 200, met: fleet256.peakRssMb.dispatcher < 200 },
+  ];
+  return out;
+}
+
+const redisServer = await startLocalRedis();
+const redis = new Redis(redisServer.url);
+try {
+  const samples = new Map<string, Sample[]>();
+  for (let rep = 1; rep <= REPS; rep++) {
+    for (const point of POINTS) {
+      // Arms alternate within each point so slow drift of a noisy machine hits both alike.
+      for (const arm of rep % 2 === 1 ? ARMS : [...ARMS].reverse()) {
+        const sample = await measure(arm, point, redisServer.url, redisServer.pid, redis);
+        const key = `${point.name}|${arm}`;
+        samples.set(key, [...(samples.get(key) ?? []), sample]);
+        process.stdout.write(`rep ${rep} ${point.name.padEnd(13)} ${arm.padEnd(10)} ${f(sample.callsPerSec, 0).padStart(6)} calls/s  p50 ${f(sample.p50)} ms  p99 ${f(sample.p99)} ms  errors ${sample.errors}\n`);
+      }
+    }
+  }
+  const summaries = POINTS.flatMap((p) => ARMS.map((arm) => summarise(p.name, arm, samples.get(`${p.name}|${arm}`) ?? [])));
+  const results = checks(summaries);
+  const date = new Date().toISOString().slice(0, 10);
+  const redisVersion = /redis_version:(\S+)/.exec(await redis.info('server'))?.[1];
+  const bullmqVersion = (JSON.parse(readFileSync(join(ROOT, 'node_modules/bullmq/package.json'), 'utf8')) as { version: string }).version;
+  const meta = { date: new Date().toISOString(), quick, reps: REPS, warmupMs: WARMUP_MS, windowMs: WINDOW_MS, workerConcurrency: WORKER_CONCURRENCY, node: process.version, cpus: cpus().length, redis: redisVersion, bullmq: bullmqVersion };
+  const markdown = [
+    `# Benchmark ${meta.date}${quick ? ' (quick)' : ''}`,
+    '',
+    `Node ${meta.node}, ${meta.cpus} cores, Redis ${meta.redis}, BullMQ ${meta.bullmq}; ${REPS} repetition(s) of ${WINDOW_MS} ms windows after ${WARMUP_MS} ms warm-up; one worker process (concurrency ${WORKER_CONCURRENCY}) per arm; medians, calls/s spread in brackets. Fleet processes log at \`warn\`.`,
+    '',
+    table(summaries),
+    '',
+    '| target | fleet | bar | met |',
+    '|---|---|---|---|',
+    ...results.map((c) => `| ${c.target} | ${f(c.fleet)} | ${f(c.bar)} | ${c.met ? 'yes' : 'no'} |`),
+    '',
+  ].join('\n');
+  const dir = join(ROOT, 'bench', 'results');
+  mkdirSync(dir, { recursive: true });
+  const name = `${date}${quick ? '-quick' : ''}`;
+  writeFileSync(join(dir, `${name}.json`), `${JSON.stringify({ meta, summaries, checks: results }, null, 2)}\n`);
+  writeFileSync(join(dir, `${name}.md`), markdown);
+  process.stdout.write(`\n${markdown}\nwritten: bench/results/${name}.json, bench/results/${name}.md\n`);
+} finally {
+  redis.disconnect();
+  await redisServer.stop();
+}
