@@ -18,6 +18,7 @@ export async function runAgent(inflight: number, callOnce: () => Promise<unknown
   let windowStart = 0;
   let calls = 0;
   let errors = 0;
+  let reported = 0;
   const latencies: number[] = [];
 
   const report = new Promise<void>((resolve) => {
@@ -44,7 +45,8 @@ export async function runAgent(inflight: number, callOnce: () => Promise<unknown
         }
       } catch (error) {
         if (measuring) errors++;
-        if (errors < 3) process.stderr.write(`call failed: ${error instanceof Error ? error.message : String(error)}\n`);
+        // A few lines say what is wrong; thousands would drown it.
+        if (reported++ < 3) process.stderr.write(`call failed: ${error instanceof Error ? error.message : String(error)}\n`);
       }
     }
   };

@@ -72,6 +72,11 @@ describe('a fleet: one dispatcher, workers of every tier', () => {
     expect(await runs(id)).toBe(1);
   });
 
+  it('accepts call ids with colons (BullMQ job ids may not have them; ours are not job ids)', async () => {
+    const id = `agent:7:step:${randomUUID()}`;
+    expect(await client.call('count', { n: 1 }, { id })).toMatchObject({ toolCallId: id, isError: false });
+  });
+
   it('aborts a tool at its timeoutMs and ends the call with EXECUTION_TIMEOUT', async () => {
     const id = `timeout-${randomUUID()}`;
     const result = await client.call('slow', {}, { id });

@@ -21,7 +21,6 @@ export interface DispatcherOptions {
   readonly scopes: Readonly<Record<string, readonly string[]>>;
   readonly defaultScope: readonly string[];
   readonly catalogRefreshMs: number;
-  readonly retry: { readonly attempts: number; readonly backoffMs: number };
   readonly log: Logger;
   /** @defaultValue `<hostname>-<pid>-<random>` */
   readonly id?: string;
@@ -48,7 +47,7 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
 
   const catalog = new CatalogView(new Catalog(redis, keys), o.prefix, o.catalogRefreshMs, log);
   const inbox = new ReplyInbox(blocking, keys, id, { onError: (err) => log.error({ err }, 'reply inbox error') });
-  const queues = new TierQueues(redis, o.prefix, o.retry);
+  const queues = new TierQueues(redis, o.prefix);
   const calls = new CallService({
     dispatcherId: id,
     redis,

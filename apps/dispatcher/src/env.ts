@@ -46,8 +46,6 @@ export const DispatcherEnv = FleetEnv.extend({
   FORGE_DEFAULT_SCOPE: json(z.array(z.string()), ['*']),
   /** How often the live catalog is re-read. @defaultValue 1000 */
   FORGE_CATALOG_REFRESH_MS: envInt(1000),
-  /** First retry backoff, doubled each time. @defaultValue 200 */
-  FORGE_RETRY_BACKOFF_MS: envInt(200),
 });
 export type DispatcherEnv = z.infer<typeof DispatcherEnv>;
 

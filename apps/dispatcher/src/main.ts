@@ -24,7 +24,6 @@ runMain('forge-dispatcher', async () => {
     scopes: env.FORGE_SCOPES,
     defaultScope: env.FORGE_DEFAULT_SCOPE,
     catalogRefreshMs: env.FORGE_CATALOG_REFRESH_MS,
-    retry: { attempts: env.FORGE_RETRY_ATTEMPTS, backoffMs: env.FORGE_RETRY_BACKOFF_MS },
     log,
   });
   const address = await dispatcher.app.listen({ port: env.PORT, host: env.HOST });

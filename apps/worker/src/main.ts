@@ -26,6 +26,7 @@ runMain('forge-worker', async () => {
     shutdownGraceMs: env.FORGE_SHUTDOWN_GRACE_MS,
     retentionMs: env.FORGE_RESULT_RETENTION_MS,
     retryAttempts: env.FORGE_RETRY_ATTEMPTS,
+    retryBackoffMs: env.FORGE_RETRY_BACKOFF_MS,
     id: args.id,
     log,
   });

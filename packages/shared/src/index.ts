@@ -79,7 +79,7 @@ export { parseToolCalls, TOOL_CALL_FENCE, type ParsedModelText, type ParseOption
 
 // wire
 export { CallStatus, FINAL_STATUSES, isFinalStatus, CallView, SubmitCallRequest, MAX_WAIT_MS } from './wire/call-view.js';
-export { CallEnvelope, ReplyMessage } from './wire/envelope.js';
+export { CallEnvelope, CallBatch, ReplyMessage } from './wire/envelope.js';
 
 // queues
 export { queueName, fleetKeys, DEFAULT_FLEET_PREFIX, FLEET_PREFIX_PATTERN, type FleetKeys } from './queues/names.js';

@@ -1,5 +1,5 @@
 import { BadRequestError, type CallView, isFinalStatus, MAX_WAIT_MS, type ScopeRegistry, SubmitCallRequest, ToolCallId } from '@forge-fleet/shared';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { ApiKeys } from '../approvals/policy.js';
 import type { Caller, CallService } from '../pipeline/call-service.js';
@@ -23,11 +23,15 @@ export function callerOf(request: FastifyRequest, scopes: ScopeRegistry, keys: A
   return { scope, authorization: keys.authenticate(request.headers.authorization) };
 }
 
-/** Aborts when the client goes away, so a long wait does not outlive its request. */
-function clientGone(request: FastifyRequest): AbortSignal {
+/**
+ * Aborts when the client goes away before its answer is written, so a long
+ * wait does not outlive its request. (Aborting after every normal answer
+ * would cost an AbortError per request for nothing.)
+ */
+function clientGone(request: FastifyRequest, reply: FastifyReply): AbortSignal {
   const controller = new AbortController();
-  request.raw.once('close', () => {
-    if (!request.raw.complete || request.raw.destroyed) controller.abort();
+  reply.raw.once('close', () => {
+    if (!reply.raw.writableFinished) controller.abort();
   });
   return controller.signal;
 }
@@ -41,14 +45,14 @@ export function callRoutes(calls: CallService, scopes: ScopeRegistry, keys: ApiK
       const caller = callerOf(request, scopes, keys);
       const { wait } = parse(WaitQuery, request.query, 'query');
       const body = parse(SubmitCallRequest, request.body, 'body');
-      const view = await calls.submit(body, caller, wait, clientGone(request));
+      const view = await calls.submit(body, caller, wait, clientGone(request, reply));
       return reply.status(statusOf(view)).send(view);
     });
 
     app.get<{ Params: { id: string } }>('/v1/calls/:id', async (request, reply) => {
       const id = parse(ToolCallId, request.params.id, 'call id');
       const { wait } = parse(WaitQuery, request.query, 'query');
-      const view = await calls.get(id, wait, clientGone(request));
+      const view = await calls.get(id, wait, clientGone(request, reply));
       return reply.status(statusOf(view)).send(view);
     });
 

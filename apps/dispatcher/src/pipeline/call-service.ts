@@ -11,6 +11,7 @@ import {
   errorResult,
   ExpiredError,
   type FleetKeys,
+  InternalError,
   isFinalStatus,
   type NamedScope,
   type ReplyMessage,
@@ -105,7 +106,14 @@ export class CallService {
     }
     // Listen before enqueueing: a fast worker may answer before `add` returns.
     const reply = waitMs > 0 ? d.inbox.wait(call.id, waitMs, signal) : undefined;
-    await d.queues.enqueue(envelope, definition);
+    try {
+      await d.queues.enqueue(envelope, definition);
+    } catch (error) {
+      // The record exists but no job does: end the call so nobody waits for a run that cannot come.
+      const failed = errorResult(call, new InternalError(`the call could not be enqueued: ${error instanceof Error ? error.message : String(error)}`, { cause: error }));
+      await d.store.finish(call.id, 'failed', failed).catch(() => undefined);
+      throw error;
+    }
     log.info('call enqueued');
     if (reply === undefined) return { id: call.id, status: 'queued' };
     const message = await reply;

@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import {
+  CallBatch,
   CallEnvelope,
   CancelledError,
   errorResult,
@@ -17,10 +18,9 @@ import {
   type ToolResult,
   type CallStatus,
   WorkerLostError,
-  InternalError,
 } from '@forge-fleet/shared';
-import { Catalog, CallStore, closeRedis, connectRedis, publishReply } from '@forge-fleet/store';
-import { type Job, UnrecoverableError, Worker } from 'bullmq';
+import { Catalog, CallStore, closeRedis, connectRedis, openQueue, publishReply } from '@forge-fleet/store';
+import { type Job, type Queue, UnrecoverableError, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 
@@ -40,12 +40,31 @@ export interface WorkerPoolOptions {
   readonly retentionMs: number;
   /** Runs of a retryable tool in all, stalls included. */
   readonly retryAttempts: number;
+  /** First retry delay, doubled for each further retry. */
+  readonly retryBackoffMs: number;
   readonly id?: string | undefined;
   readonly log: Logger;
 }
 
-/** Thrown inside a job to make BullMQ retry it (after backoff). */
-class RetryLater extends Error {}
+/** Runs at most `limit` tasks at once; the rest wait their turn in order. */
+class Slots {
+  #free: number;
+  readonly #waiting: (() => void)[] = [];
+  constructor(limit: number) {
+    this.#free = limit;
+  }
+  async run<T>(task: () => Promise<T>): Promise<T> {
+    if (this.#free > 0) this.#free--;
+    else await new Promise<void>((resolve) => this.#waiting.push(resolve));
+    try {
+      return await task();
+    } finally {
+      const next = this.#waiting.shift();
+      if (next === undefined) this.#free++;
+      else next();
+    }
+  }
+}
 
 /**
  * A pool of one tier (and, for host, one pool): takes calls from its queue,
@@ -62,6 +81,8 @@ export class WorkerPool {
   #worker: Worker | undefined;
   #store: CallStore | undefined;
   #catalog: Catalog | undefined;
+  #queue: Queue | undefined;
+  readonly #slots: Slots;
   #leaseTimer: NodeJS.Timeout | undefined;
   readonly #active = new Map<string, AbortController>();
   #stopping = false;
@@ -72,6 +93,8 @@ export class WorkerPool {
     this.queue = queueName(options.prefix, options.tier, options.pool);
     this.#tools = new Map(options.tools.map((t) => [t.definition.name, t]));
     this.#keys = fleetKeys(options.prefix);
+    // `concurrency` bounds calls, not jobs: a batch job's calls share these slots.
+    this.#slots = new Slots(options.concurrency);
   }
 
   /**
@@ -83,6 +106,7 @@ export class WorkerPool {
     this.#redis = connectRedis(o.redisUrl, 'command');
     this.#store = new CallStore(this.#redis, this.#keys, o.retentionMs);
     this.#catalog = new Catalog(this.#redis, this.#keys);
+    this.#queue = openQueue(this.#redis, o.prefix, this.queue);
     const definitions = [...this.#tools.values()].map((t) => t.definition);
     await this.#catalog.announce(this.id, definitions, o.leaseMs);
     this.#leaseTimer = setInterval(() => {
@@ -137,6 +161,7 @@ export class WorkerPool {
     }, o.shutdownGraceMs);
     await closing;
     clearTimeout(grace);
+    await this.#queue?.close();
     if (this.#subscriber) await closeRedis(this.#subscriber);
     if (this.#redis) await closeRedis(this.#redis);
     o.log.info('worker pool stopped');
@@ -151,15 +176,19 @@ export class WorkerPool {
     await this.#finish(id, 'failed', errorResult({ id, name }, error), onlyFrom);
   }
 
+  /** A job carries one call, or a batch of calls for this queue; each runs on its own. */
   async #process(job: Job, bullSignal?: AbortSignal): Promise<void> {
-    const parsed = CallEnvelope.safeParse(job.data);
-    const id = job.id ?? '';
-    if (!parsed.success) {
-      this.#o.log.error({ jobId: id, issues: parsed.error.issues }, 'job is not a call envelope');
-      await this.#fail(id, String(job.name), new InternalError(`the queued job is not a valid call envelope (${parsed.error.issues[0]?.message ?? 'invalid'})`));
+    const batch = CallBatch.safeParse(job.data);
+    const envelopes = batch.success ? batch.data.batch : [CallEnvelope.safeParse(job.data)].flatMap((r) => (r.success ? [r.data] : []));
+    if (envelopes.length === 0) {
+      this.#o.log.error({ jobId: job.id, name: job.name }, 'job is neither a call envelope nor a batch; dropped');
       throw new UnrecoverableError('invalid call envelope');
     }
-    const { call } = parsed.data;
+    await Promise.all(envelopes.map((envelope) => this.#slots.run(() => this.#runCall(envelope, bullSignal))));
+  }
+
+  async #runCall(envelope: CallEnvelope, bullSignal?: AbortSignal): Promise<void> {
+    const { call } = envelope;
     const log = this.#o.log.child({ callId: call.id, tool: call.name, tier: this.#o.tier });
     const tool = this.#tools.get(call.name);
     if (tool?.executor === undefined) {
@@ -180,7 +209,7 @@ export class WorkerPool {
         log.info('call cancelled before start');
         return;
       case 'expired':
-        await this.#fail(call.id, call.name, new ExpiredError(call.name, parsed.data.deadline ?? 0), 'queued');
+        await this.#fail(call.id, call.name, new ExpiredError(call.name, envelope.deadline ?? 0), 'queued');
         log.info('call expired in the queue');
         return;
       case 'redelivered':
@@ -213,15 +242,14 @@ export class WorkerPool {
     const lostToShutdown = controller.signal.reason instanceof WorkerLostError;
     const code = result.error?.code;
     if (lostToShutdown || (result.isError && code !== 'CANCELLED')) {
-      const mayRetry =
-        definition.retryable &&
-        (lostToShutdown || (code !== undefined && isErrorCode(code) && isRetryable(code))) &&
-        job.attemptsMade + 1 < (job.opts.attempts ?? 1) &&
-        starts < this.#o.retryAttempts;
+      const mayRetry = definition.retryable && (lostToShutdown || (code !== undefined && isErrorCode(code) && isRetryable(code))) && starts < this.#o.retryAttempts;
       if (mayRetry) {
+        // Retries are jobs of their own, delayed with exponential backoff (a shutdown hands the call back at once).
         await this.#store!.requeue(call.id);
-        log.warn({ ms, code, attempt: starts }, 'call failed; retrying');
-        throw new RetryLater(result.content);
+        const delay = lostToShutdown ? 0 : this.#o.retryBackoffMs * 2 ** (starts - 1);
+        await this.#queue!.add(call.name, envelope, { delay, removeOnComplete: true, removeOnFail: { age: 24 * 3600 } });
+        log.warn({ ms, code, attempt: starts, delay }, 'call failed; retrying');
+        return;
       }
       if (lostToShutdown) {
         await this.#fail(call.id, call.name, new WorkerLostError(call.name, 'the worker shut down before the call finished'));

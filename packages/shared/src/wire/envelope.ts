@@ -25,6 +25,18 @@ export const CallEnvelope = z.object({
 });
 export type CallEnvelope = z.infer<typeof CallEnvelope>;
 
+/**
+ * Several calls for one queue in one job: under load the dispatcher groups
+ * the calls it admits in the same moment, so BullMQ's per-job work is paid
+ * once per batch instead of once per call. Each call keeps its own record,
+ * result, retries and loss detection.
+ */
+export const CallBatch = z.object({
+  v: z.literal(1),
+  batch: z.array(CallEnvelope).min(1),
+});
+export type CallBatch = z.infer<typeof CallBatch>;
+
 /** What a worker pushes onto a dispatcher's reply list when a call ends. */
 export const ReplyMessage = z.object({
   v: z.literal(1),
