@@ -170,6 +170,52 @@ describe('a fleet: one dispatcher, workers of every tier', () => {
     expect((await client.call('echo', { still: 'alive' })).isError).toBe(false);
   });
 
+  it('answers a batch call by call: errors stay per call and a slow call holds back no other', async () => {
+    const slowId = `batch-slow-${randomUUID()}`;
+    const response = await fetch(`${dispatcher.url}/v1/calls/batch?wait=10000`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        calls: [{ id: slowId, name: 'gated', arguments: {} }, { name: 'echo', arguments: { a: 1 } }, { name: 'nope', arguments: {} }, { name: 'count', arguments: { n: 'x' } }, 'garbage'],
+      }),
+    });
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toContain('application/x-ndjson');
+    const reader: ReadableStreamDefaultReader<Uint8Array> = response.body!.getReader();
+    const decoder = new TextDecoder();
+    let text = '';
+    const lines = (): Record<string, unknown>[] =>
+      text
+        .split('\n')
+        .filter((l) => l.trim() !== '')
+        .map((l) => JSON.parse(l) as Record<string, unknown>);
+    while (lines().length < 4) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += decoder.decode(value, { stream: true });
+    }
+    // Four answers arrived while the gated call still runs.
+    const early = new Map(lines().map((l) => [l.index, l]));
+    expect(early.get(0)).toBeUndefined();
+    expect(early.get(1)).toMatchObject({ status: 'completed', result: { structuredContent: { echo: { a: 1 } } } });
+    expect(early.get(2)).toMatchObject({ error: { code: 'TOOL_NOT_FOUND' } });
+    expect(early.get(3)).toMatchObject({ error: { code: 'SCHEMA_VALIDATION', path: '/n' } });
+    expect(early.get(4)).toMatchObject({ error: { code: 'BAD_REQUEST' } });
+    await redis.lpush(`${fleet.prefix}:test:release:{${slowId}}`, 'go');
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += decoder.decode(value, { stream: true });
+    }
+    expect(lines().find((l) => l.index === 0)).toMatchObject({ id: slowId, status: 'completed' });
+  });
+
+  it('batches the client calls made together, and still answers each on its own', async () => {
+    const [ok, bad] = await Promise.allSettled([client.call('echo', { together: true }), client.call('count', { n: 'x' })]);
+    expect(ok).toMatchObject({ status: 'fulfilled', value: { isError: false, structuredContent: { echo: { together: true } } } });
+    expect(bad).toMatchObject({ status: 'rejected', reason: { code: 'SCHEMA_VALIDATION' } });
+  });
+
   it('answers health and readiness', async () => {
     expect((await fetch(`${dispatcher.url}/healthz`)).status).toBe(200);
     expect(await (await fetch(`${dispatcher.url}/readyz`)).json()).toEqual({ ok: true });

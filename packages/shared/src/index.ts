@@ -78,7 +78,7 @@ export { ScopedToolExecutor, type ScopedToolExecutorOptions, type ModelTextOutco
 export { parseToolCalls, TOOL_CALL_FENCE, type ParsedModelText, type ParseOptions } from './model-text/parse.js';
 
 // wire
-export { CallStatus, FINAL_STATUSES, isFinalStatus, CallView, SubmitCallRequest, MAX_WAIT_MS } from './wire/call-view.js';
+export { CallStatus, FINAL_STATUSES, isFinalStatus, CallView, SubmitCallRequest, SubmitBatchRequest, MAX_BATCH_CALLS, MAX_WAIT_MS } from './wire/call-view.js';
 export { CallEnvelope, CallBatch, ReplyMessage } from './wire/envelope.js';
 
 // queues
@@ -88,4 +88,4 @@ export { queueName, fleetKeys, DEFAULT_FLEET_PREFIX, FLEET_PREFIX_PATTERN, type 
 export { parseConfig, RedisUrl, FleetEnv, envInt } from './config/parse.js';
 
 // process
-export { runMain, type RunningProcess, type LifecycleLogger } from './process/run-main.js';
+export { runMain, lazyChild, type RunningProcess, type LifecycleLogger, type ChildCapableLogger } from './process/run-main.js';

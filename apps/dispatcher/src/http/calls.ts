@@ -1,8 +1,21 @@
-import { BadRequestError, type CallView, isFinalStatus, MAX_WAIT_MS, type ScopeRegistry, SubmitCallRequest, ToolCallId } from '@forge-fleet/shared';
+import { PassThrough } from 'node:stream';
+import {
+  BadRequestError,
+  type CallView,
+  InternalError,
+  isFinalStatus,
+  isFleetError,
+  MAX_WAIT_MS,
+  type ScopeRegistry,
+  SubmitBatchRequest,
+  SubmitCallRequest,
+  ToolCallId,
+} from '@forge-fleet/shared';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { ApiKeys } from '../approvals/policy.js';
 import type { Caller, CallService } from '../pipeline/call-service.js';
+import { errorBody } from './errors.js';
 
 const WaitQuery = z.object({
   wait: z.coerce.number().int().min(0).max(MAX_WAIT_MS, `wait is at most ${MAX_WAIT_MS} ms`).default(0),
@@ -47,6 +60,33 @@ export function callRoutes(calls: CallService, scopes: ScopeRegistry, keys: ApiK
       const body = parse(SubmitCallRequest, request.body, 'body');
       const view = await calls.submit(body, caller, wait, clientGone(request, reply));
       return reply.status(statusOf(view)).send(view);
+    });
+
+    // Several calls in one request; each is answered on its own NDJSON line as soon as it ends (or its wait runs out),
+    // so a slow call never holds back a fast one. Clients batch the calls they make at the same moment.
+    app.post('/v1/calls/batch', async (request, reply) => {
+      const caller = callerOf(request, scopes, keys);
+      const { wait } = parse(WaitQuery, request.query, 'query');
+      const { calls: items } = parse(SubmitBatchRequest, request.body, 'body');
+      const signal = clientGone(request, reply);
+      const lines = new PassThrough();
+      let open = items.length;
+      const write = (index: number, body: object): void => {
+        lines.write(`${JSON.stringify({ index, ...body })}\n`);
+        if (--open === 0) lines.end();
+      };
+      items.forEach((raw, index) => {
+        const item = SubmitCallRequest.safeParse(raw);
+        const submitted = item.success ? calls.submit(item.data, caller, wait, signal) : Promise.reject(new BadRequestError(`calls[${index}]: ${item.error.issues.map((i) => `${i.path.join('.') || 'call'}: ${i.message}`).join('; ')}`));
+        submitted.then(
+          (view) => write(index, view),
+          (error: unknown) => {
+            if (!isFleetError(error)) request.log.error({ err: error }, 'batch call failed');
+            write(index, errorBody(isFleetError(error) ? error : new InternalError(error instanceof Error ? error.message : String(error), { cause: error })));
+          },
+        );
+      });
+      return reply.status(200).header('content-type', 'application/x-ndjson').send(lines);
     });
 
     app.get<{ Params: { id: string } }>('/v1/calls/:id', async (request, reply) => {

@@ -13,6 +13,7 @@ import {
   type FleetKeys,
   InternalError,
   isFinalStatus,
+  lazyChild,
   type NamedScope,
   type ReplyMessage,
   type RiskSignalQueue,
@@ -87,7 +88,7 @@ export class CallService {
       ...(request.expireAfterMs === undefined ? {} : { deadline: now + request.expireAfterMs }),
       ...(caller.authorization === undefined ? {} : { caller: caller.authorization.subject }),
     };
-    const log = d.log.child({ callId: call.id, tool: call.name, tier: definition.tier });
+    const log = lazyChild(d.log, { callId: call.id, tool: call.name, tier: definition.tier });
     const created = await d.store.create({
       id: call.id,
       name: call.name,

@@ -9,6 +9,7 @@ import {
   fleetKeys,
   type FleetError,
   isErrorCode,
+  lazyChild,
   isRetryable,
   queueName,
   runExecutor,
@@ -189,7 +190,7 @@ export class WorkerPool {
 
   async #runCall(envelope: CallEnvelope, bullSignal?: AbortSignal): Promise<void> {
     const { call } = envelope;
-    const log = this.#o.log.child({ callId: call.id, tool: call.name, tier: this.#o.tier });
+    const log = lazyChild(this.#o.log, { callId: call.id, tool: call.name, tier: this.#o.tier });
     const tool = this.#tools.get(call.name);
     if (tool?.executor === undefined) {
       log.error('call routed to a worker that does not serve the tool');

@@ -5,7 +5,7 @@ import { compileSchema } from '../schema/compile.js';
 import type { TrustLevel } from '../scope/trust.js';
 import { ToolResult, type ToolCall } from '../tools/call.js';
 import type { ToolDefinition } from '../tools/definition.js';
-import type { ToolContext, ToolExecutor } from '../tools/executor.js';
+import { FnToolExecutor, type ToolContext, type ToolExecutor } from '../tools/executor.js';
 
 /** Builds the error result a caller receives when a call ends in failure. */
 export function errorResult(call: Pick<ToolCall, 'id' | 'name'>, error: FleetError): ToolResult {
@@ -74,20 +74,26 @@ export async function runExecutor(executor: ToolExecutor, definition: ToolDefini
       const error = outcome.error;
       return errorResult(call, isFleetError(error) ? error : new ExecutionFailedError(call.name, reasonOf(error), { cause: error }));
     }
-    return checkResult(definition, call, outcome.result);
+    return checkResult(definition, call, outcome.result, executor instanceof FnToolExecutor);
   } finally {
     if (timer !== undefined) clearTimeout(timer);
     options.signal?.removeEventListener('abort', onAbort);
   }
 }
 
-function checkResult(definition: ToolDefinition, call: ToolCall, raw: unknown): ToolResult {
-  const parsed = ToolResult.safeParse(raw);
-  if (!parsed.success) {
-    return errorResult(call, new ExecutionFailedError(call.name, `the executor returned something that is not a ToolResult (${parsed.error.issues[0]?.message ?? 'invalid'})`));
+function checkResult(definition: ToolDefinition, call: ToolCall, raw: unknown, trusted: boolean): ToolResult {
+  let result: ToolResult;
+  if (trusted) {
+    // Built by resultFromOutput for this very call: nothing to check, and this is the hot path.
+    result = raw as ToolResult;
+  } else {
+    const parsed = ToolResult.safeParse(raw);
+    if (!parsed.success) {
+      return errorResult(call, new ExecutionFailedError(call.name, `the executor returned something that is not a ToolResult (${parsed.error.issues[0]?.message ?? 'invalid'})`));
+    }
+    // The result answers this call, whatever ids a custom executor put in it.
+    result = { ...parsed.data, toolCallId: call.id, name: call.name };
   }
-  // The result answers this call, whatever ids a custom executor put in it.
-  const result: ToolResult = { ...parsed.data, toolCallId: call.id, name: call.name };
   if (definition.outputSchema === undefined || result.isError) return result;
   if (result.structuredContent === undefined) {
     return errorResult(call, new OutputValidationError(call.name, '', 'the tool declares an outputSchema but returned no JSON object'));

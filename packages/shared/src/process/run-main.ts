@@ -49,3 +49,29 @@ export function runMain(name: string, start: () => Promise<RunningProcess>): voi
     },
   );
 }
+
+/** A logger that can make children and tell which levels it writes (pino's Logger can). */
+export interface ChildCapableLogger<L> {
+  child(bindings: Record<string, unknown>): L;
+  isLevelEnabled(level: string): boolean;
+}
+
+const LEVELS = new Set(['trace', 'debug', 'info', 'warn', 'error', 'fatal']);
+const noop = (): void => {};
+
+/**
+ * A per-call logger whose child is made only when a line is actually written:
+ * at `warn` a busy process logs almost nothing per call, and a child per call
+ * would be allocations for nothing.
+ */
+export function lazyChild<L extends object>(parent: ChildCapableLogger<L>, bindings: Record<string, unknown>): L {
+  let child: L | undefined;
+  return new Proxy({} as L, {
+    get: (_target, key) => {
+      if (typeof key === 'string' && LEVELS.has(key) && !parent.isLevelEnabled(key)) return noop;
+      child ??= parent.child(bindings);
+      const value = (child as Record<PropertyKey, unknown>)[key];
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(child) : value;
+    },
+  });
+}

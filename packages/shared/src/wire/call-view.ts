@@ -38,3 +38,12 @@ export type SubmitCallRequest = z.infer<typeof SubmitCallRequest>;
 
 /** The longest `?wait=` the HTTP API accepts, in milliseconds. */
 export const MAX_WAIT_MS = 60_000;
+
+/** Most calls one `POST /v1/calls/batch` request may carry. */
+export const MAX_BATCH_CALLS = 256;
+
+/** `POST /v1/calls/batch` body: several calls, each answered on its own NDJSON line as it ends. */
+export const SubmitBatchRequest = z.strictObject({
+  calls: z.array(z.unknown()).min(1).max(MAX_BATCH_CALLS, `at most ${MAX_BATCH_CALLS} calls per batch`),
+});
+export type SubmitBatchRequest = z.infer<typeof SubmitBatchRequest>;
