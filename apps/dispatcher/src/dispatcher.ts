@@ -41,13 +41,16 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
   const redis = connectRedis(o.redisUrl, 'command');
   const blocking = connectRedis(o.redisUrl, 'blocking');
   const subscriber = connectRedis(o.redisUrl, 'blocking');
+  // BullMQ defines dozens of scripts on its connection and ioredis copies them onto every auto-pipeline;
+  // keeping the queues on a connection of their own keeps the request path's pipelines cheap.
+  const queueConnection = connectRedis(o.redisUrl, 'command');
   const log = o.log.child({ dispatcherId: id });
   const scopes = new ScopeRegistry(o.defaultScope.length === 1 && o.defaultScope[0] === '*' ? ToolScope.full() : ToolScope.allow(o.defaultScope));
   for (const [task, patterns] of Object.entries(o.scopes)) scopes.register(task, ToolScope.allow(patterns));
 
   const catalog = new CatalogView(new Catalog(redis, keys), o.prefix, o.catalogRefreshMs, log);
   const inbox = new ReplyInbox(blocking, keys, id, { onError: (err) => log.error({ err }, 'reply inbox error') });
-  const queues = new TierQueues(redis, o.prefix);
+  const queues = new TierQueues(queueConnection, o.prefix);
   const calls = new CallService({
     dispatcherId: id,
     redis,
@@ -88,6 +91,7 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
         catalog.stop();
         await inbox.stop();
         await queues.close();
+        await closeRedis(queueConnection);
         await closeRedis(subscriber);
         await closeRedis(redis);
       })()),

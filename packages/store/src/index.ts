@@ -7,7 +7,7 @@
  */
 export { connectRedis, closeRedis } from './redis.js';
 export { CallStore, viewOf, type CallRecord, type NewCall, type StartOutcome } from './call-store.js';
-export { publishReply, ReplyInbox, REPLY_LIST_TTL_MS } from './replies.js';
+export { publishReply, ReplyPublisher, ReplyInbox, REPLY_LIST_TTL_MS } from './replies.js';
 export { Catalog, type CatalogEntry } from './catalog.js';
 export { TierQueues, queueFor, openQueue, MAX_BATCH } from './queues.js';
 export { stableStringify } from './stable-json.js';

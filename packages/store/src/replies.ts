@@ -9,18 +9,42 @@ export const REPLY_LIST_TTL_MS = 10 * 60 * 1000;
 
 /**
  * Pushes a call's result to each waiting dispatcher's reply list: one LPUSH
- * per dispatcher, pipelined. The cost does not grow with the number of
- * dispatchers or agents that are *not* waiting for this call.
+ * per dispatcher. The cost does not grow with the number of dispatchers or
+ * agents that are *not* waiting for this call. Commands go out on the
+ * connection's auto-pipeline (one write per event-loop turn for all the
+ * results finished in it).
  */
-export async function publishReply(redis: Redis, keys: FleetKeys, targets: readonly string[], message: ReplyMessage): Promise<void> {
-  const payload = JSON.stringify(message);
-  const pipeline = redis.pipeline();
-  for (const target of new Set(targets)) {
-    if (target === '') continue;
-    const key = keys.replies(target);
-    pipeline.lpush(key, payload).pexpire(key, REPLY_LIST_TTL_MS);
+export class ReplyPublisher {
+  /** When each reply list's expiry was last pushed forward (epoch ms). */
+  readonly #expiresRenewed = new Map<string, number>();
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: FleetKeys,
+  ) {}
+
+  async publish(targets: readonly string[], message: ReplyMessage): Promise<void> {
+    const payload = JSON.stringify(message);
+    const now = Date.now();
+    const writes: Promise<unknown>[] = [];
+    for (const target of new Set(targets)) {
+      if (target === '') continue;
+      const key = this.keys.replies(target);
+      writes.push(this.redis.lpush(key, payload));
+      // The expiry only bounds what a crashed dispatcher leaves behind: renewing it once a second is plenty.
+      if (now - (this.#expiresRenewed.get(key) ?? 0) > 1000) {
+        this.#expiresRenewed.set(key, now);
+        if (this.#expiresRenewed.size > 10_000) this.#expiresRenewed.clear();
+        writes.push(this.redis.pexpire(key, REPLY_LIST_TTL_MS));
+      }
+    }
+    await Promise.all(writes);
   }
-  await pipeline.exec();
+}
+
+/** One-off form of {@link ReplyPublisher.publish}, for rare paths (cancel, expiry). */
+export async function publishReply(redis: Redis, keys: FleetKeys, targets: readonly string[], message: ReplyMessage): Promise<void> {
+  await new ReplyPublisher(redis, keys).publish(targets, message);
 }
 
 type Waiter = (message: ReplyMessage | undefined) => void;

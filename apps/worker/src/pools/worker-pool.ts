@@ -20,7 +20,7 @@ import {
   type CallStatus,
   WorkerLostError,
 } from '@forge-fleet/shared';
-import { Catalog, CallStore, closeRedis, connectRedis, openQueue, publishReply } from '@forge-fleet/store';
+import { Catalog, CallStore, closeRedis, connectRedis, openQueue, ReplyPublisher } from '@forge-fleet/store';
 import { type Job, type Queue, UnrecoverableError, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
@@ -83,6 +83,8 @@ export class WorkerPool {
   #store: CallStore | undefined;
   #catalog: Catalog | undefined;
   #queue: Queue | undefined;
+  #queueConnection: Redis | undefined;
+  #replies: ReplyPublisher | undefined;
   readonly #slots: Slots;
   #leaseTimer: NodeJS.Timeout | undefined;
   readonly #active = new Map<string, AbortController>();
@@ -107,7 +109,7 @@ export class WorkerPool {
     this.#redis = connectRedis(o.redisUrl, 'command');
     this.#store = new CallStore(this.#redis, this.#keys, o.retentionMs);
     this.#catalog = new Catalog(this.#redis, this.#keys);
-    this.#queue = openQueue(this.#redis, o.prefix, this.queue);
+    this.#replies = new ReplyPublisher(this.#redis, this.#keys);
     const definitions = [...this.#tools.values()].map((t) => t.definition);
     await this.#catalog.announce(this.id, definitions, o.leaseMs);
     this.#leaseTimer = setInterval(() => {
@@ -139,6 +141,20 @@ export class WorkerPool {
     o.log.info({ queue: this.queue, tools: definitions.map((d) => d.name), workerId: this.id, concurrency: o.concurrency }, 'worker pool ready');
   }
 
+  /**
+   * The queue retries go back to, opened on first use with a connection of
+   * its own: BullMQ defines dozens of scripts on a connection, and ioredis
+   * copies them onto every auto-pipeline of that connection, which the hot
+   * path's connection should not pay for.
+   */
+  #retryQueue(): Queue {
+    if (this.#queue === undefined) {
+      this.#queueConnection = connectRedis(this.#o.redisUrl, 'command');
+      this.#queue = openQueue(this.#queueConnection, this.#o.prefix, this.queue);
+    }
+    return this.#queue;
+  }
+
   /** Calls running now. */
   get active(): number {
     return this.#active.size;
@@ -163,6 +179,7 @@ export class WorkerPool {
     await closing;
     clearTimeout(grace);
     await this.#queue?.close();
+    if (this.#queueConnection !== undefined) await closeRedis(this.#queueConnection);
     if (this.#subscriber) await closeRedis(this.#subscriber);
     if (this.#redis) await closeRedis(this.#redis);
     o.log.info('worker pool stopped');
@@ -170,7 +187,7 @@ export class WorkerPool {
 
   async #finish(id: string, status: CallStatus, result: ToolResult, onlyFrom?: CallStatus): Promise<void> {
     const targets = await this.#store!.finish(id, status, result, onlyFrom === undefined ? {} : { onlyFrom });
-    if (targets !== undefined) await publishReply(this.#redis!, this.#keys, targets, { v: 1, id, status, result });
+    if (targets !== undefined) await this.#replies!.publish(targets, { v: 1, id, status, result });
   }
 
   async #fail(id: string, name: string, error: FleetError, onlyFrom?: CallStatus): Promise<void> {
@@ -248,7 +265,7 @@ export class WorkerPool {
         // Retries are jobs of their own, delayed with exponential backoff (a shutdown hands the call back at once).
         await this.#store!.requeue(call.id);
         const delay = lostToShutdown ? 0 : this.#o.retryBackoffMs * 2 ** (starts - 1);
-        await this.#queue!.add(call.name, envelope, { delay, removeOnComplete: true, removeOnFail: { age: 24 * 3600 } });
+        await this.#retryQueue().add(call.name, envelope, { delay, removeOnComplete: true, removeOnFail: { age: 24 * 3600 } });
         log.warn({ ms, code, attempt: starts, delay }, 'call failed; retrying');
         return;
       }
