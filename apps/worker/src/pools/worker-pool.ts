@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import {
@@ -202,6 +203,8 @@ export class WorkerPool {
       this.#o.log.error({ jobId: job.id, name: job.name }, 'job is neither a call envelope nor a batch; dropped');
       throw new UnrecoverableError('invalid call envelope');
     }
+    // Every call of a batch listens to the job's signal; that is expected, not a leak.
+    if (bullSignal !== undefined) setMaxListeners(envelopes.length + 10, bullSignal);
     await Promise.all(envelopes.map((envelope) => this.#slots.run(() => this.#runCall(envelope, bullSignal))));
   }
 
