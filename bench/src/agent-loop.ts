@@ -47,6 +47,8 @@ export async function runAgent(inflight: number, callOnce: () => Promise<unknown
         if (measuring) errors++;
         // A few lines say what is wrong; thousands would drown it.
         if (reported++ < 3) process.stderr.write(`call failed: ${error instanceof Error ? error.message : String(error)}\n`);
+        // A failing target (not up, refusing) must not turn this loop into a busy spin.
+        await new Promise((r) => setTimeout(r, 50));
       }
     }
   };

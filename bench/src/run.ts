@@ -116,7 +116,7 @@ async function startServers(arm: Arm, point: Point, redisUrl: string): Promise<{
     procs.push(start('dispatcher', ['apps/dispatcher/bin/forge-dispatcher.js'], { ...env, PORT: String(port) }));
     urls.push(`http://127.0.0.1:${port}`);
   }
-  procs.push(start('worker', ['apps/worker/bin/forge-worker.js', '--tier', 'platform', '--tools', 'bench/src/tools.ts', '--concurrency', String(WORKER_CONCURRENCY)], env));
+  procs.push(start('worker', [...(process.env.BENCH_WORKER_FLAGS?.split(' ').filter(Boolean) ?? []), 'apps/worker/bin/forge-worker.js', '--tier', 'platform', '--tools', 'bench/src/tools.ts', '--concurrency', String(WORKER_CONCURRENCY)], env));
   for (const url of urls) {
     await until(`dispatcher ${url} serving noop`, async () => {
       try {
