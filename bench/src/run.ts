@@ -308,7 +308,7 @@ try {
   const markdown = [
     `# Benchmark ${meta.date}${quick ? ' (quick)' : ''}`,
     '',
-    `Node ${meta.node}, ${meta.cpus} cores, Redis ${meta.redis}, BullMQ ${meta.bullmq}; ${REPS} repetition(s) of ${WINDOW_MS} ms windows after ${WARMUP_MS} ms warm-up; one worker process (concurrency ${WORKER_CONCURRENCY}) per arm; medians, calls/s spread in brackets. Fleet processes log at \`warn\`.`,
+    `Node ${meta.node}, ${meta.cpus} cores, Redis ${meta.redis}, BullMQ ${meta.bullmq}; ${REPS} repetition(s) of ${WINDOW_MS} ms windows after ${WARMUP_MS} ms warm-up (4× that for the fan-out point); one worker process (concurrency ${WORKER_CONCURRENCY}) per arm; medians, calls/s spread in brackets. Fleet processes log at \`warn\`.`,
     '',
     table(summaries),
     '',
