@@ -210,6 +210,23 @@ describe('a fleet: one dispatcher, workers of every tier', () => {
     expect(lines().find((l) => l.index === 0)).toMatchObject({ id: slowId, status: 'completed' });
   });
 
+  it('survives a client hanging up in the middle of a batch answer; the calls still end and stay readable', async () => {
+    const slowId = `batch-hangup-${randomUUID()}`;
+    const controller = new AbortController();
+    const response = await fetch(`${dispatcher.url}/v1/calls/batch?wait=10000`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ calls: [{ id: slowId, name: 'gated', arguments: {} }, { name: 'echo', arguments: {} }] }),
+      signal: controller.signal,
+    });
+    const reader: ReadableStreamDefaultReader<Uint8Array> = response.body!.getReader();
+    await reader.read(); // the echo line
+    controller.abort();
+    await redis.lpush(`${fleet.prefix}:test:release:{${slowId}}`, 'go');
+    expect(await client.wait(slowId, { timeoutMs: 10_000 })).toMatchObject({ isError: false, structuredContent: { released: true } });
+    expect((await fetch(`${dispatcher.url}/healthz`)).status).toBe(200);
+  });
+
   it('batches the client calls made together, and still answers each on its own', async () => {
     const [ok, bad] = await Promise.allSettled([client.call('echo', { together: true }), client.call('count', { n: 'x' })]);
     expect(ok).toMatchObject({ status: 'fulfilled', value: { isError: false, structuredContent: { echo: { together: true } } } });

@@ -73,10 +73,12 @@ export function callRoutes(calls: CallService, scopes: ScopeRegistry, keys: ApiK
       // Every call of the batch waits on this one signal; that is expected, not a leak.
       setMaxListeners(items.length + 10, signal);
       const lines = new PassThrough();
+      // A client that hangs up mid-answer destroys the stream; the calls go on and their results stay readable by id.
+      lines.on('error', () => undefined);
       let open = items.length;
       const write = (index: number, body: object): void => {
-        lines.write(`${JSON.stringify({ index, ...body })}\n`);
-        if (--open === 0) lines.end();
+        if (!lines.destroyed) lines.write(`${JSON.stringify({ index, ...body })}\n`);
+        if (--open === 0 && !lines.destroyed) lines.end();
       };
       items.forEach((raw, index) => {
         const item = SubmitCallRequest.safeParse(raw);

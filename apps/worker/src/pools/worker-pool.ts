@@ -268,9 +268,16 @@ export class WorkerPool {
         // Retries are jobs of their own, delayed with exponential backoff (a shutdown hands the call back at once).
         await this.#store!.requeue(call.id);
         const delay = lostToShutdown ? 0 : this.#o.retryBackoffMs * 2 ** (starts - 1);
-        await this.#retryQueue().add(call.name, envelope, { delay, removeOnComplete: true, removeOnFail: { age: 24 * 3600 } });
-        log.warn({ ms, code, attempt: starts, delay }, 'call failed; retrying');
-        return;
+        try {
+          await this.#retryQueue().add(call.name, envelope, { delay, removeOnComplete: true, removeOnFail: { age: 24 * 3600 } });
+          log.warn({ ms, code, attempt: starts, delay }, 'call failed; retrying');
+          return;
+        } catch (err) {
+          // No retry job, no retry: end the call with what its last run gave rather than leave it queued forever.
+          log.error({ err }, 'could not enqueue the retry; ending the call with its last result');
+          await this.#store!.finish(call.id, 'failed', result, { onlyFrom: 'queued' });
+          return;
+        }
       }
       if (lostToShutdown) {
         await this.#fail(call.id, call.name, new WorkerLostError(call.name, 'the worker shut down before the call finished'));
