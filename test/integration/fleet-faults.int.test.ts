@@ -86,6 +86,41 @@ describe('worker loss and shutdown', () => {
     await expect(client.call('embedded_echo', {})).rejects.toMatchObject({ code: 'NO_WORKER', httpStatus: 503 });
   });
 
+  it('a busy worker does not hoard queued calls: another worker started later takes them', async () => {
+    const a = await fleet.worker({ tier: 'platform', concurrency: 2 });
+    const dispatcher = await fleet.dispatcher();
+    client = new FleetClient({ url: dispatcher.url });
+    // One request of five calls leaves as one job: worker A runs two and holds three, and must fetch nothing more.
+    const batchIds = Array.from({ length: 5 }, (_, i) => `held-${i}-${randomUUID()}`);
+    const batch = fetch(`${dispatcher.url}/v1/calls/batch`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ calls: batchIds.map((id) => ({ id, name: 'gated', arguments: {} })) }),
+    });
+    await (await batch).text();
+    const startedOnA: number[] = [];
+    for (const id of batchIds) {
+      const pid = await redis.lpop(`${fleet.prefix}:test:started:{${id}}`);
+      if (pid !== null) startedOnA.push(Number(pid));
+    }
+    while (startedOnA.length < 2) {
+      const hit = await redis.blpop(batchIds.map((id) => `${fleet.prefix}:test:started:{${id}}`), 10);
+      startedOnA.push(Number(hit?.[1]));
+    }
+    expect(startedOnA).toEqual([a.pid, a.pid]);
+    // Later calls, each its own job, must wait in Redis for a worker with room — not in A's memory.
+    const later = Array.from({ length: 3 }, (_, i) => `later-${i}-${randomUUID()}`);
+    const solo = new FleetClient({ url: dispatcher.url, batch: false });
+    try {
+      for (const id of later) await solo.submit('gated', {}, { id });
+    } finally {
+      await solo.close();
+    }
+    const b = await fleet.worker({ tier: 'platform', concurrency: 4 });
+    const pids = await Promise.all(later.map((id) => started(id)));
+    expect(pids).toEqual([b.pid, b.pid, b.pid]);
+  });
+
   it('refuses a second worker that announces a different definition under a live tool name', async () => {
     await fleet.worker({ tier: 'platform' });
     await expect(fleet.worker({ tier: 'platform', tools: 'test/fixtures/conflicting-tools.ts' })).rejects.toThrow(/REGISTRY_ERROR.*'echo'/);

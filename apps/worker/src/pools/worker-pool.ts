@@ -55,9 +55,14 @@ class Slots {
   constructor(limit: number) {
     this.#free = limit;
   }
-  async run<T>(task: () => Promise<T>): Promise<T> {
+  /** Slots no task holds or waits for. */
+  get spare(): number {
+    return this.#free - this.#waiting.length;
+  }
+  async run<T>(task: () => Promise<T>, onSlot?: () => void): Promise<T> {
     if (this.#free > 0) this.#free--;
     else await new Promise<void>((resolve) => this.#waiting.push(resolve));
+    onSlot?.();
     try {
       return await task();
     } finally {
@@ -85,10 +90,14 @@ export class WorkerPool {
   #catalog: Catalog | undefined;
   #queue: Queue | undefined;
   #queueConnection: Redis | undefined;
+  #workerConnection: Redis | undefined;
   #replies: ReplyPublisher | undefined;
   readonly #slots: Slots;
   #leaseTimer: NodeJS.Timeout | undefined;
   readonly #active = new Map<string, AbortController>();
+  /** Jobs being processed, and their calls that have not asked for a slot yet. */
+  #activeJobs = 0;
+  #unasked = 0;
   #stopping = false;
 
   constructor(options: WorkerPoolOptions) {
@@ -125,9 +134,10 @@ export class WorkerPool {
     });
 
     this.#worker = new Worker(this.queue, (job, _token, signal) => this.#process(job, signal), {
-      connection: connectRedis(o.redisUrl, 'blocking'),
+      connection: (this.#workerConnection = connectRedis(o.redisUrl, 'blocking')),
       prefix: o.prefix,
-      concurrency: o.concurrency,
+      // Governed from here on (see #govern): a job is fetched only when a call slot is spare.
+      concurrency: 1,
       lockDuration: o.lockDurationMs,
       // Check often, so a dead worker's call is found within about one lock duration.
       stalledInterval: Math.max(500, Math.floor(o.lockDurationMs / 3)),
@@ -179,6 +189,7 @@ export class WorkerPool {
     }, o.shutdownGraceMs);
     await closing;
     clearTimeout(grace);
+    if (this.#workerConnection) await closeRedis(this.#workerConnection);
     await this.#queue?.close();
     if (this.#queueConnection !== undefined) await closeRedis(this.#queueConnection);
     if (this.#subscriber) await closeRedis(this.#subscriber);
@@ -205,7 +216,35 @@ export class WorkerPool {
     }
     // Every call of a batch listens to the job's signal; that is expected, not a leak.
     if (bullSignal !== undefined) setMaxListeners(envelopes.length + 10, bullSignal);
-    await Promise.all(envelopes.map((envelope) => this.#slots.run(() => this.#runCall(envelope, bullSignal))));
+    this.#activeJobs++;
+    this.#unasked += envelopes.length;
+    this.#govern();
+    try {
+      await Promise.all(
+        envelopes.map((envelope) => {
+          this.#unasked--;
+          return this.#slots.run(
+            () => this.#runCall(envelope, bullSignal),
+            () => this.#govern(),
+          );
+        }),
+      );
+    } finally {
+      this.#activeJobs--;
+      this.#govern();
+    }
+  }
+
+  /**
+   * BullMQ fetches jobs while fewer than `concurrency` are active, and a job
+   * may carry a batch of calls: left alone, a busy worker would hoard jobs
+   * whose calls only wait for its slots while other workers idle. So the job
+   * limit follows the call slots: one more job only while a call slot is spare.
+   */
+  #govern(): void {
+    if (this.#worker === undefined) return;
+    const spare = this.#slots.spare - this.#unasked;
+    this.#worker.concurrency = Math.max(1, this.#activeJobs + (spare > 0 ? 1 : 0));
   }
 
   async #runCall(envelope: CallEnvelope, bullSignal?: AbortSignal): Promise<void> {
