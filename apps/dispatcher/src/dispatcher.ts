@@ -43,7 +43,7 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
   const subscriber = connectRedis(o.redisUrl, 'blocking');
   // BullMQ defines dozens of scripts on its connection and ioredis copies them onto every auto-pipeline;
   // keeping the queues on a connection of their own keeps the request path's pipelines cheap.
-  const queueConnection = connectRedis(o.redisUrl, 'command');
+  const queueConnection = connectRedis(o.redisUrl, 'queue');
   const log = o.log.child({ dispatcherId: id });
   const scopes = new ScopeRegistry(o.defaultScope.length === 1 && o.defaultScope[0] === '*' ? ToolScope.full() : ToolScope.allow(o.defaultScope));
   for (const [task, patterns] of Object.entries(o.scopes)) scopes.register(task, ToolScope.allow(patterns));

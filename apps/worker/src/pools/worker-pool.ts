@@ -160,7 +160,7 @@ export class WorkerPool {
    */
   #retryQueue(): Queue {
     if (this.#queue === undefined) {
-      this.#queueConnection = connectRedis(this.#o.redisUrl, 'command');
+      this.#queueConnection = connectRedis(this.#o.redisUrl, 'queue');
       this.#queue = openQueue(this.#queueConnection, this.#o.prefix, this.queue);
     }
     return this.#queue;
