@@ -98,6 +98,8 @@ export class WorkerPool {
   /** Jobs being processed, and their calls that have not asked for a slot yet. */
   #activeJobs = 0;
   #unasked = 0;
+  /** Moving average of calls per job, to size how many jobs fill the spare slots. */
+  #callsPerJob = 1;
   #stopping = false;
 
   constructor(options: WorkerPoolOptions) {
@@ -218,6 +220,7 @@ export class WorkerPool {
     if (bullSignal !== undefined) setMaxListeners(envelopes.length + 10, bullSignal);
     this.#activeJobs++;
     this.#unasked += envelopes.length;
+    this.#callsPerJob = 0.8 * this.#callsPerJob + 0.2 * envelopes.length;
     this.#govern();
     try {
       await Promise.all(
@@ -239,12 +242,15 @@ export class WorkerPool {
    * BullMQ fetches jobs while fewer than `concurrency` are active, and a job
    * may carry a batch of calls: left alone, a busy worker would hoard jobs
    * whose calls only wait for its slots while other workers idle. So the job
-   * limit follows the call slots: one more job only while a call slot is spare.
+   * limit follows the call slots: as many more jobs as the spare slots would
+   * fill at the recent calls-per-job, and at least one while any slot is
+   * spare. (One job at a time would starve a worker fed many small jobs.)
    */
   #govern(): void {
     if (this.#worker === undefined) return;
     const spare = this.#slots.spare - this.#unasked;
-    this.#worker.concurrency = Math.max(1, this.#activeJobs + (spare > 0 ? 1 : 0));
+    const more = spare > 0 ? Math.max(1, Math.floor(spare / this.#callsPerJob)) : 0;
+    this.#worker.concurrency = Math.max(1, this.#activeJobs + more);
   }
 
   async #runCall(envelope: CallEnvelope, bullSignal?: AbortSignal): Promise<void> {
