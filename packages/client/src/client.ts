@@ -1,4 +1,5 @@
 import {
+  ApprovalPendingError,
   BadRequestError,
   type CallView,
   CallView as CallViewSchema,
@@ -94,7 +95,7 @@ export class FleetClient {
     const timeoutMs = options.timeoutMs ?? this.#timeoutMs;
     const deadline = Date.now() + timeoutMs;
     const view = await this.submit(name, args, { ...options, waitMs: Math.min(timeoutMs, MAX_WAIT_MS) });
-    return this.#until(view, deadline, timeoutMs, options.signal);
+    return this.#until(view, deadline, timeoutMs, options.signal, name);
   }
 
   /** Submits a call; with `waitMs`, waits that long for it to end. */
@@ -202,11 +203,13 @@ export class FleetClient {
     items.forEach((item, index) => settled.has(index) || item.reject(lost));
   }
 
-  async #until(first: CallView, deadline: number, timeoutMs: number, signal?: AbortSignal): Promise<ToolResult> {
+  async #until(first: CallView, deadline: number, timeoutMs: number, signal?: AbortSignal, toolName = 'the tool'): Promise<ToolResult> {
     let view = first;
     try {
       while (!isFinalStatus(view.status)) {
         signal?.throwIfAborted();
+        // Waiting cannot end it: a person must decide first (the call stays, readable by id).
+        if (view.status === 'awaiting_approval') throw new ApprovalPendingError(toolName, view.reason ?? 'a person must approve it', view.id);
         const left = deadline - Date.now();
         if (left <= 0) throw new WaitTimeoutError(view.id, timeoutMs, view.status);
         view = await this.get(view.id, { waitMs: Math.min(left, MAX_WAIT_MS), ...(signal === undefined ? {} : { signal }) });
