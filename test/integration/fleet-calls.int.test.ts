@@ -233,6 +233,8 @@ describe('a fleet: one dispatcher, workers of every tier', () => {
     await redis.lpush(`${fleet.prefix}:test:release:{${slowId}}`, 'go');
     expect(await client.wait(slowId, { timeoutMs: 10_000 })).toMatchObject({ isError: false, structuredContent: { released: true } });
     expect((await fetch(`${dispatcher.url}/healthz`)).status).toBe(200);
+    // A hang-up is not a server error.
+    expect(dispatcher.output()).not.toContain('"level":50');
   });
 
   it('batches the client calls made together, and still answers each on its own', async () => {

@@ -22,6 +22,11 @@ function fromFastify(error: FastifyError, bodyLimit: number): FleetError {
  */
 export function registerErrorHandling(app: FastifyInstance, bodyLimit: number): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
+    // The client hung up while a streamed (batch) answer was being written: nothing to answer, nothing broken.
+    if (error.code === 'ERR_STREAM_PREMATURE_CLOSE' || reply.raw.destroyed) {
+      request.log.info('client went away before its answer was complete');
+      return;
+    }
     const fleetError = isFleetError(error) ? error : fromFastify(error, bodyLimit);
     if (fleetError.httpStatus >= 500 && fleetError.code === 'INTERNAL') request.log.error({ err: error }, 'request failed');
     else request.log.info({ code: fleetError.code }, 'request refused');
