@@ -36,10 +36,6 @@ export const FleetEnv = z.object({
   FORGE_PREFIX: z.string().regex(FLEET_PREFIX_PATTERN).default(DEFAULT_FLEET_PREFIX),
   /** How long call records and results are kept. @defaultValue 86400000 (24 h) */
   FORGE_RESULT_RETENTION_MS: envInt(86_400_000),
-  /** Runs of a retryable tool in all. @defaultValue 3 */
-  FORGE_RETRY_ATTEMPTS: envInt(3),
-  /** First retry backoff, doubled each time. @defaultValue 200 */
-  FORGE_RETRY_BACKOFF_MS: envInt(200),
   /** On SIGTERM, how long active calls (worker) or requests (dispatcher) get. @defaultValue 10000 */
   FORGE_SHUTDOWN_GRACE_MS: envInt(10_000),
   /** @defaultValue "info" */
