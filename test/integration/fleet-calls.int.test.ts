@@ -110,6 +110,18 @@ describe('a fleet: one dispatcher, workers of every tier', () => {
     expect((await client.get(id)).status).toBe('awaiting_approval');
   });
 
+  it('aborting a client call stops the wait and cancels the call in the fleet', async () => {
+    const id = `abort-${randomUUID()}`;
+    const controller = new AbortController();
+    // The submission itself is still waiting (wait = timeout) when the abort comes.
+    const pending = client.call('block', {}, { id, signal: controller.signal, timeoutMs: 20_000 });
+    await redis.blpop(`${fleet.prefix}:test:started:{${id}}`, 10);
+    controller.abort();
+    await expect(pending).rejects.toThrow();
+    expect((await client.get(id, { waitMs: 5000 })).status).toBe('cancelled');
+    expect(await redis.get(`${fleet.prefix}:test:aborted:{${id}}`)).toContain('cancelled');
+  });
+
   it('refuses an unknown tool with TOOL_NOT_FOUND (404)', async () => {
     const error = await refusal(client.call('no_such_tool', {}));
     expect(error.code).toBe('TOOL_NOT_FOUND');

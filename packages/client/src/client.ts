@@ -14,6 +14,7 @@ import {
   WaitTimeoutError,
   WireError,
 } from '@forge-fleet/shared';
+import { randomUUID } from 'node:crypto';
 import { Agent, request } from 'undici';
 
 /** How to reach a dispatcher. */
@@ -94,7 +95,15 @@ export class FleetClient {
   async call(name: string, args: Record<string, unknown> = {}, options: CallOptions = {}): Promise<ToolResult> {
     const timeoutMs = options.timeoutMs ?? this.#timeoutMs;
     const deadline = Date.now() + timeoutMs;
-    const view = await this.submit(name, args, { ...options, waitMs: Math.min(timeoutMs, MAX_WAIT_MS) });
+    // With a signal the id is chosen here, so a call aborted while its submission still waits can be cancelled by id.
+    const id = options.id ?? (options.signal === undefined ? undefined : randomUUID());
+    let view: CallView;
+    try {
+      view = await this.submit(name, args, { ...options, ...(id === undefined ? {} : { id }), waitMs: Math.min(timeoutMs, MAX_WAIT_MS) });
+    } catch (error) {
+      if (options.signal?.aborted === true && id !== undefined) await this.cancel(id).catch(() => undefined);
+      throw error;
+    }
     return this.#until(view, deadline, timeoutMs, options.signal, name);
   }
 

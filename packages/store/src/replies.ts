@@ -101,7 +101,7 @@ export class ReplyInbox {
 
   /** Waits for the call's result, up to `timeoutMs`; resolves `undefined` on timeout, abort or {@link releaseAll}. */
   wait(callId: string, timeoutMs: number, signal?: AbortSignal): Promise<ReplyMessage | undefined> {
-    if (this.#released) return Promise.resolve(undefined);
+    if (this.#released || signal?.aborted === true) return Promise.resolve(undefined);
     return new Promise((resolve) => {
       let set = this.#waiters.get(callId);
       if (set === undefined) this.#waiters.set(callId, (set = new Set()));
