@@ -248,9 +248,15 @@ export class WorkerPool {
    */
   #govern(): void {
     if (this.#worker === undefined) return;
+    // Idle, fetch one job and start it: BullMQ fetches up to `concurrency` jobs before it runs the first,
+    // and an idle worker would otherwise make an empty second fetch before starting a lone call.
+    if (this.#activeJobs === 0) {
+      this.#worker.concurrency = 1;
+      return;
+    }
     const spare = this.#slots.spare - this.#unasked;
     const more = spare > 0 ? Math.max(1, Math.floor(spare / this.#callsPerJob)) : 0;
-    this.#worker.concurrency = Math.max(1, this.#activeJobs + more);
+    this.#worker.concurrency = this.#activeJobs + more;
   }
 
   async #runCall(envelope: CallEnvelope, bullSignal?: AbortSignal): Promise<void> {
