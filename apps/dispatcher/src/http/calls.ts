@@ -22,9 +22,14 @@ const WaitQuery = z.object({
   wait: z.coerce.number().int().min(0).max(MAX_WAIT_MS, `wait is at most ${MAX_WAIT_MS} ms`).default(0),
 });
 
+/** A zod failure as one line a client can act on: `what: field: problem; …`. */
+function badRequest(what: string, error: z.ZodError): BadRequestError {
+  return new BadRequestError(`${what}: ${error.issues.map((i) => `${i.path.join('.') || what}: ${i.message}`).join('; ')}`);
+}
+
 function parse<S extends z.ZodType>(schema: S, value: unknown, what: string): z.output<S> {
   const r = schema.safeParse(value);
-  if (!r.success) throw new BadRequestError(`${what}: ${r.error.issues.map((i) => `${i.path.join('.') || what}: ${i.message}`).join('; ')}`);
+  if (!r.success) throw badRequest(what, r.error);
   return r.data;
 }
 
@@ -82,7 +87,7 @@ export function callRoutes(calls: CallService, scopes: ScopeRegistry, keys: ApiK
       };
       items.forEach((raw, index) => {
         const item = SubmitCallRequest.safeParse(raw);
-        const submitted = item.success ? calls.submit(item.data, caller, wait, signal) : Promise.reject(new BadRequestError(`calls[${index}]: ${item.error.issues.map((i) => `${i.path.join('.') || 'call'}: ${i.message}`).join('; ')}`));
+        const submitted = item.success ? calls.submit(item.data, caller, wait, signal) : Promise.reject(badRequest(`calls[${index}]`, item.error));
         submitted.then(
           (view) => write(index, view),
           (error: unknown) => {

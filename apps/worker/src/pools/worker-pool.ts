@@ -210,8 +210,10 @@ export class WorkerPool {
 
   /** A job carries one call, or a batch of calls for this queue; each runs on its own. */
   async #process(job: Job, bullSignal?: AbortSignal): Promise<void> {
-    const batch = CallBatch.safeParse(job.data);
-    const envelopes = batch.success ? batch.data.batch : [CallEnvelope.safeParse(job.data)].flatMap((r) => (r.success ? [r.data] : []));
+    // Decide the shape first: a failed parse builds an error object, which a single-call job should not pay for.
+    const isBatch = typeof job.data === 'object' && job.data !== null && 'batch' in job.data;
+    const parsed = isBatch ? CallBatch.safeParse(job.data) : CallEnvelope.safeParse(job.data);
+    const envelopes: CallEnvelope[] = !parsed.success ? [] : 'batch' in parsed.data ? parsed.data.batch : [parsed.data];
     if (envelopes.length === 0) {
       this.#o.log.error({ jobId: job.id, name: job.name }, 'job is neither a call envelope nor a batch; dropped');
       throw new UnrecoverableError('invalid call envelope');

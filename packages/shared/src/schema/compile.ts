@@ -2,7 +2,7 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import type { SchemaIssue } from '../errors/errors.js';
-import { DRAFT_07, type JsonSchema } from './json-schema.js';
+import { DRAFT_07, DRAFT_2020_12, type JsonSchema } from './json-schema.js';
 
 // ajv-formats is CommonJS with a `default` property; under NodeNext the default
 // import is the whole module object, so pick the function out explicitly.
@@ -23,17 +23,19 @@ const options = { allErrors: true, strict: false, validateFormats: true } as con
 let ajv2020: Ajv2020 | undefined;
 let ajv07: Ajv | undefined;
 
+/** The dialect a schema declares, without the optional trailing `#`; undefined when it declares none (or a non-string). */
+function dialectOf(schema: JsonSchema): string | undefined {
+  return typeof schema.$schema === 'string' ? schema.$schema.replace(/#$/, '') : undefined;
+}
+
 function ajvFor(schema: JsonSchema): Ajv | Ajv2020 {
-  const dialect = typeof schema.$schema === 'string' ? schema.$schema.replace(/#$/, '') : undefined;
+  const dialect = dialectOf(schema);
   if (dialect === DRAFT_07) return (ajv07 ??= makeAjv(new Ajv(options)));
   return (ajv2020 ??= makeAjv(new Ajv2020(options)));
 }
 
 /** The dialects accepted in `$schema` (with or without the trailing `#`). */
-export const SUPPORTED_DIALECTS: readonly string[] = Object.freeze([
-  'https://json-schema.org/draft/2020-12/schema',
-  DRAFT_07,
-]);
+export const SUPPORTED_DIALECTS: readonly string[] = Object.freeze([DRAFT_2020_12, DRAFT_07]);
 
 /** A compiled schema: call it with a value, get the issues (empty when valid). */
 export type CompiledSchema = (value: unknown) => readonly SchemaIssue[];
@@ -58,7 +60,7 @@ export function compileSchema(schema: JsonSchema): { ok: true; validate: Compile
   if (cached) return { ok: true, validate: cached };
 
   if (schema.$schema !== undefined) {
-    const dialect = typeof schema.$schema === 'string' ? schema.$schema.replace(/#$/, '') : undefined;
+    const dialect = dialectOf(schema);
     if (dialect === undefined || !SUPPORTED_DIALECTS.includes(dialect)) {
       return {
         ok: false,
