@@ -132,10 +132,12 @@ describe('the live catalog', () => {
     await catalog.announce('w1', [def('one')], 10_000);
     await catalog.announce('w2', [def('one')], 10_000);
     expect((await catalog.snapshot()).get('cat_tool')?.liveWorkers).toBe(2);
+    expect(await catalog.liveWorkers('cat_tool')).toBe(2);
     await expect(catalog.announce('w3', [def('two')], 10_000)).rejects.toMatchObject({ code: 'REGISTRY_ERROR' });
     await catalog.withdraw('w1', ['cat_tool']);
     await catalog.withdraw('w2', ['cat_tool']);
     expect((await catalog.snapshot()).get('cat_tool')?.liveWorkers).toBe(0);
+    expect(await catalog.liveWorkers('cat_tool')).toBe(0);
     // With no live worker left, a new definition may replace the old one (a new deployment).
     await catalog.announce('w3', [def('two')], 10_000);
     expect(JSON.parse((await catalog.snapshot()).get('cat_tool')!.json)).toMatchObject({ description: 'two' });

@@ -123,6 +123,11 @@ export class CallStore {
     return targets === null ? undefined : targets;
   }
 
+  /** Deletes a record this dispatcher just created for a call it then refused, so the id stays free. */
+  async discard(id: string): Promise<void> {
+    await this.#redis.del(this.#keys.call(id));
+  }
+
   /** Puts a running call back to queued before BullMQ retries it. */
   async requeue(id: string): Promise<boolean> {
     return (await this.#requeue([this.#keys.call(id)], [])) === 1;

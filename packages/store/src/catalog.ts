@@ -59,6 +59,11 @@ export class Catalog {
     await pipeline.exec();
   }
 
+  /** How many workers hold a live lease on one tool, read now (not from any cache). */
+  async liveWorkers(name: string, now = Date.now()): Promise<number> {
+    return this.#redis.zcount(this.#keys.catalogLeases(name), now, '+inf');
+  }
+
   /** Every announced tool with its number of live workers. */
   async snapshot(now = Date.now()): Promise<Map<string, CatalogEntry>> {
     const raw = await this.#redis.hgetall(this.#keys.catalogDefinitions);

@@ -15,12 +15,13 @@ import {
   isFinalStatus,
   lazyChild,
   type NamedScope,
+  NoWorkerError,
   type ReplyMessage,
   type RiskSignalQueue,
   type SubmitCallRequest,
   type ToolCall,
 } from '@forge-fleet/shared';
-import { type CallRecord, type CallStore, publishReply, type ReplyInbox, type TierQueues, viewOf } from '@forge-fleet/store';
+import { type CallRecord, type CallStore, publishReply, queueFor, type ReplyInbox, type TierQueues, viewOf } from '@forge-fleet/store';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { CatalogView } from '../catalog/catalog-view.js';
@@ -89,14 +90,22 @@ export class CallService {
       ...(caller.authorization === undefined ? {} : { caller: caller.authorization.subject }),
     };
     const log = lazyChild(d.log, { callId: call.id, tool: call.name, tier: definition.tier });
-    const created = await d.store.create({
-      id: call.id,
-      name: call.name,
-      status: admission.status === 'approved' ? 'queued' : 'awaiting_approval',
-      replyTo: d.dispatcherId,
-      envelope,
-      reason: admission.status === 'awaiting_approval' ? admission.reason : undefined,
-    });
+    // Both commands leave in the same auto-pipelined write: the authoritative liveness check costs no extra round trip.
+    const [created, live] = await Promise.all([
+      d.store.create({
+        id: call.id,
+        name: call.name,
+        status: admission.status === 'approved' ? 'queued' : 'awaiting_approval',
+        replyTo: d.dispatcherId,
+        envelope,
+        reason: admission.status === 'awaiting_approval' ? admission.reason : undefined,
+      }),
+      admission.status === 'approved' ? d.catalog.liveWorkers(call.name) : Promise.resolve(1),
+    ]);
+    if (live === 0) {
+      if (created.created) await d.store.discard(call.id);
+      throw new NoWorkerError(call.name, queueFor(d.keys.prefix, definition));
+    }
     if (!created.created) {
       log.info({ status: created.existing.status }, 'call id already submitted; answering for the existing call');
       return this.get(call.id, waitMs, signal);

@@ -22,6 +22,8 @@ export function queueName(prefix: string, tier: Tier, pool?: string): string {
 /** Keys of the fleet's own state (BullMQ keeps its keys under `<prefix>:<queue name>:…`). */
 export function fleetKeys(prefix: string) {
   return Object.freeze({
+    /** The fleet prefix these keys were made from. */
+    prefix,
     /** Hash: one call's record (status, envelope, result). */
     call: (id: string) => `${prefix}:call:{${id}}`,
     /** Set: dispatchers (other than the submitter) waiting for a call's result. */
