@@ -52,7 +52,10 @@ process.once('SIGTERM', () => void stopAll(0));
 function run(name, bin, args, env) {
   mkdirSync(logDir, { recursive: true });
   const log = createWriteStream(join(logDir, `${name}.log`), { flags: 'w' });
-  const proc = spawn(process.execPath, [join(root, bin), ...args], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  // Node flags on the bin's shebang line (the worker tunes its heap there) apply here too.
+  const shebang = readFileSync(join(root, bin), 'utf8').split('\n', 1)[0];
+  const flags = /^#!.*\bnode\b(.*)$/.exec(shebang)?.[1]?.trim().split(/\s+/).filter(Boolean) ?? [];
+  const proc = spawn(process.execPath, [...flags, join(root, bin), ...args], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   proc.stdout.pipe(log);
   proc.stderr.pipe(log);
   let tail = '';

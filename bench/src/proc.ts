@@ -1,5 +1,17 @@
 import { readFileSync } from 'node:fs';
 
+/**
+ * The arguments that run a bin file with `node` as its shebang would: the
+ * Node flags on its `#!/usr/bin/env -S node …` line, then the file. The
+ * worker's heap tuning lives there, so what the benchmark runs is what
+ * ships.
+ */
+export function nodeArgsFor(bin: string): string[] {
+  const first = readFileSync(bin, 'utf8').split('\n', 1)[0] ?? '';
+  const flags = /^#!.*\bnode\b(.*)$/.exec(first)?.[1]?.trim().split(/\s+/).filter(Boolean) ?? [];
+  return [...flags, bin];
+}
+
 /** Clock ticks per second for /proc/<pid>/stat (USER_HZ; 100 on every Linux we run on). */
 const TICKS_PER_SECOND = 100;
 

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { type CallEnvelope, fleetKeys, type ToolResult } from '@forge-fleet/shared';
+import { type CallEnvelope, fleetKeys, queueName, type ToolResult } from '@forge-fleet/shared';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CallStore, Catalog, publishReply, ReplyInbox } from '@forge-fleet/store';
+import { CallStore, Catalog, publishReply, ReplyInbox, TierQueues } from '@forge-fleet/store';
 import { redisUrl } from '../fixtures/redis.js';
 
 const prefix = `st${randomUUID().slice(0, 8)}`;
@@ -95,6 +95,43 @@ describe('CallStore (Lua transitions on a real Redis)', () => {
     expect(await store.start(id, 'w')).toEqual({ outcome: 'started', starts: 2 });
   });
 
+  it('skips a job whose submission token is not the record\'s', async () => {
+    const id = randomUUID();
+    await create(id, { token: 'first' });
+    expect((await store.start(id, 'w', 'second')).outcome).toBe('superseded');
+    expect((await store.get(id))?.status).toBe('queued');
+    expect(await store.start(id, 'w', 'first')).toEqual({ outcome: 'started', starts: 1 });
+  });
+
+  it('pushes the submitter\'s reply in the finishing step and names only the others', async () => {
+    const id = randomUUID();
+    await create(id);
+    await store.start(id, 'w1');
+    await store.watch(id, 'd2');
+    expect(await store.finish(id, 'completed', result(id), { replyTo: 'd1' })).toEqual(['d2']);
+    const [pushed] = await redis.lrange(keys.replies('d1'), 0, -1);
+    expect(JSON.parse(pushed!)).toEqual({ v: 1, id, status: 'completed', result: result(id) });
+    expect(await redis.pttl(keys.replies('d1'))).toBeGreaterThan(0);
+    // A job naming another submitter than the record's pushes nothing itself.
+    const other = randomUUID();
+    await create(other);
+    expect(await store.finish(other, 'completed', result(other), { replyTo: 'd9' })).toEqual(['d1']);
+    expect(await redis.exists(keys.replies('d9'))).toBe(0);
+    await redis.del(keys.replies('d1'));
+  });
+
+  it('withdraws a queued call only under its own token and before any start', async () => {
+    const id = randomUUID();
+    await create(id, { token: 't1' });
+    expect(await store.withdraw(id, 't2')).toBe(false);
+    expect(await store.withdraw(id, 't1')).toBe(true);
+    expect(await store.get(id)).toBeUndefined();
+    const started = randomUUID();
+    await create(started, { token: 't1' });
+    await store.start(started, 'w', 't1');
+    expect(await store.withdraw(started, 't1')).toBe(false);
+  });
+
   it('finishes only from the given status when asked to', async () => {
     const id = randomUUID();
     await create(id);
@@ -120,6 +157,35 @@ describe('reply lists', () => {
       expect(inbox.waiting).toBe(0);
     } finally {
       await inbox.stop();
+    }
+  });
+});
+
+describe('TierQueues: records and jobs in one write', () => {
+  it('records each call, reads its tool\'s live leases and enqueues one job; a taken id is reported, not recorded twice', async () => {
+    const queueConnection = new Redis(redisUrl());
+    const queues = new TierQueues(queueConnection, keys, 60_000);
+    try {
+      const catalog = new Catalog(redis, keys);
+      await catalog.announce('wq', [{ name: 'echo', description: '', parameters: { type: 'object', properties: {} }, tier: 'platform', retryable: false, speculatable: false, requiresConfirmation: false }], 10_000);
+      const [a, b] = [randomUUID(), randomUUID()];
+      await create(b, { token: 'earlier' });
+      const submit = (id: string) => queues.submit({ id, name: 'echo', status: 'queued', replyTo: 'd1', envelope: envelope(id, { token: `tok-${id}` }) }, { tier: 'platform' });
+      // Same turn: one job carries both calls.
+      const [first, second] = await Promise.all([submit(a), submit(b)]);
+      expect(first).toEqual({ created: true, live: 1 });
+      expect(second.created).toBe(false);
+      expect(await store.get(a)).toMatchObject({ status: 'queued', envelope: { token: `tok-${a}` } });
+      const queue = queues.queue(queueName(prefix, 'platform'));
+      const [job] = await queue.getWaiting();
+      expect(await queue.getWaitingCount()).toBe(1);
+      expect((job!.data as { batch: CallEnvelope[] }).batch.map((e) => e.call.id)).toEqual([a, b]);
+      // The resubmitted id's copy in the job cannot start: its token is not the record's.
+      expect((await store.start(b, 'w', `tok-${b}`)).outcome).toBe('superseded');
+      await catalog.withdraw('wq', ['echo']);
+    } finally {
+      await queues.close();
+      queueConnection.disconnect();
     }
   });
 });

@@ -50,7 +50,7 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
 
   const catalog = new CatalogView(new Catalog(redis, keys), o.prefix, o.catalogRefreshMs, log);
   const inbox = new ReplyInbox(blocking, keys, id, { onError: (err) => log.error({ err }, 'reply inbox error') });
-  const queues = new TierQueues(queueConnection, o.prefix);
+  const queues = new TierQueues(queueConnection, keys, o.retentionMs);
   const calls = new CallService({
     dispatcherId: id,
     redis,

@@ -4,10 +4,15 @@
  */
 import { runMain } from '@forge-fleet/shared';
 import { pino } from 'pino';
-import { parseWorkerArgs } from './cli.js';
+import { parseWorkerArgs, USAGE } from './cli.js';
 import { parseWorkerEnv } from './env.js';
 import { WorkerPool } from './pools/worker-pool.js';
 import { loadToolsModule, selectTools } from './tools/load.js';
+
+if (process.argv.includes('--help') || process.argv.includes('-h')) {
+  process.stdout.write(`${USAGE}\nEnvironment: REDIS_URL (required), FORGE_PREFIX, LOG_LEVEL and the FORGE_* settings listed in README.md.\n`);
+  process.exit(0);
+}
 
 runMain('forge-worker', async () => {
   const env = parseWorkerEnv(process.env);

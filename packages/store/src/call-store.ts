@@ -1,6 +1,7 @@
 import { CallEnvelope, type CallStatus, CallStatus as CallStatusSchema, type CallView, type FleetKeys, ToolResult } from '@forge-fleet/shared';
 import type { Redis } from 'ioredis';
-import { CANCEL_CALL, CREATE_CALL, FINISH_CALL, luaScript, REQUEUE_CALL, START_CALL, WATCH_CALL } from './scripts.js';
+import { REPLY_LIST_TTL_MS } from './replies.js';
+import { CANCEL_CALL, CREATE_CALL, FINISH_CALL, luaScript, REQUEUE_CALL, START_CALL, VOID_CALL, WATCH_CALL } from './scripts.js';
 
 /** A call's record in Redis. */
 export interface CallRecord {
@@ -20,7 +21,7 @@ export interface CallRecord {
 }
 
 /** What a worker may do with a call it took from the queue. */
-export type StartOutcome = 'started' | 'redelivered' | 'missing' | 'final' | 'not_approved' | 'cancelled' | 'expired';
+export type StartOutcome = 'started' | 'redelivered' | 'missing' | 'superseded' | 'final' | 'not_approved' | 'cancelled' | 'expired';
 
 /** A new call's record, written before its envelope is enqueued. */
 export interface NewCall {
@@ -30,6 +31,27 @@ export interface NewCall {
   readonly replyTo: string;
   readonly envelope: CallEnvelope;
   readonly reason?: string | undefined;
+}
+
+/**
+ * The CREATE_CALL arguments for a new call. Kept apart from {@link CallStore}
+ * so the submit path can send the creation in the same write as the job that
+ * carries the call (see TierQueues.submit).
+ */
+export function createCallArgs(call: NewCall, retentionMs: number): (string | number)[] {
+  const args: (string | number)[] = [retentionMs, 'status', call.status, 'name', call.name, 'replyTo', call.replyTo, 'envelope', JSON.stringify(call.envelope), 'createdAt', Date.now(), 'starts', 0];
+  if (call.envelope.token !== undefined) args.push('token', call.envelope.token);
+  if (call.envelope.deadline !== undefined) args.push('deadline', call.envelope.deadline);
+  if (call.reason !== undefined) args.push('reason', call.reason);
+  return args;
+}
+
+/** What CREATE_CALL answered: created, or the record that already holds the id. */
+export function createOutcome(id: string, reply: 0 | string[]): { created: true } | { created: false; existing: CallRecord } {
+  if (reply === 0) return { created: true };
+  const existing = parseRecord(id, reply);
+  if (existing === undefined) throw new Error(`call record '${id}' exists but cannot be read`);
+  return { created: false, existing };
 }
 
 function parseRecord(id: string, flat: readonly string[]): CallRecord | undefined {
@@ -78,6 +100,8 @@ export class CallStore {
   readonly #requeue;
   readonly #watch;
   readonly #cancel;
+  readonly #void;
+  readonly #inlineReplies: boolean;
 
   /** @param retentionMs how long records (and results) are kept after their last change. */
   constructor(redis: Redis, keys: FleetKeys, retentionMs: number) {
@@ -86,7 +110,10 @@ export class CallStore {
     this.#retentionMs = retentionMs;
     this.#create = luaScript<0 | string[]>(redis, 'forgeCreateCall', 1, CREATE_CALL);
     this.#start = luaScript<[StartOutcome, number]>(redis, 'forgeStartCall', 1, START_CALL);
-    this.#finish = luaScript<string[] | null>(redis, 'forgeFinishCall', 2, FINISH_CALL);
+    this.#finish = luaScript<string[] | null>(redis, 'forgeFinishCall', 'variable', FINISH_CALL);
+    this.#void = luaScript<number>(redis, 'forgeVoidCall', 1, VOID_CALL);
+    // Cluster slots separate a call from its submitter's reply list; there the reply goes out as its own command.
+    this.#inlineReplies = redis.isCluster !== true;
     this.#requeue = luaScript<number>(redis, 'forgeRequeueCall', 1, REQUEUE_CALL);
     this.#watch = luaScript<string[]>(redis, 'forgeWatchCall', 2, WATCH_CALL);
     this.#cancel = luaScript<string[]>(redis, 'forgeCancelCall', 2, CANCEL_CALL);
@@ -94,32 +121,48 @@ export class CallStore {
 
   /** Writes a new record. Returns the existing one instead when the id is taken (idempotent submission). */
   async create(call: NewCall): Promise<{ created: true } | { created: false; existing: CallRecord }> {
-    const fields: (string | number)[] = ['status', call.status, 'name', call.name, 'replyTo', call.replyTo, 'envelope', JSON.stringify(call.envelope), 'createdAt', Date.now(), 'starts', 0];
-    if (call.envelope.deadline !== undefined) fields.push('deadline', call.envelope.deadline);
-    if (call.reason !== undefined) fields.push('reason', call.reason);
-    const reply = await this.#create([this.#keys.call(call.id)], [this.#retentionMs, ...fields]);
-    if (reply === 0) return { created: true };
-    const existing = parseRecord(call.id, reply);
-    if (existing === undefined) throw new Error(`call record '${call.id}' exists but cannot be read`);
-    return { created: false, existing };
+    return createOutcome(call.id, await this.#create([this.#keys.call(call.id)], createCallArgs(call, this.#retentionMs)));
+  }
+
+  /**
+   * Deletes a call recorded and enqueued together when it turned out to have
+   * no live worker, unless a worker took it meanwhile (then it has one).
+   * @returns whether the call was withdrawn.
+   */
+  async withdraw(id: string, token: string): Promise<boolean> {
+    return (await this.#void([this.#keys.call(id)], [token])) === 1;
   }
 
   async get(id: string): Promise<CallRecord | undefined> {
     return parseRecord(id, Object.entries(await this.#redis.hgetall(this.#keys.call(id))).flat());
   }
 
-  /** A worker takes the call; see {@link StartOutcome}. */
-  async start(id: string, workerId: string, now = Date.now()): Promise<{ outcome: StartOutcome; starts: number }> {
-    const [outcome, starts] = await this.#start([this.#keys.call(id)], [now, workerId]);
+  /**
+   * A worker takes the call; see {@link StartOutcome}. `token` is the
+   * submission token the job's envelope carries, if any.
+   */
+  async start(id: string, workerId: string, token = '', now = Date.now()): Promise<{ outcome: StartOutcome; starts: number }> {
+    const [outcome, starts] = await this.#start([this.#keys.call(id)], [now, workerId, token]);
     return { outcome, starts: Number(starts) };
   }
 
   /**
-   * Ends the call with its result, once. Returns the dispatcher ids to notify,
-   * or `undefined` when the call had already ended (or was not in `onlyFrom`).
+   * Ends the call with its result, once. Returns the dispatcher ids still to
+   * notify, or `undefined` when the call had already ended (or was not in
+   * `onlyFrom`). With `replyTo` (the submitter named in the call's envelope),
+   * the submitter's reply is pushed in the same step and left out of the
+   * returned ids.
    */
-  async finish(id: string, status: CallStatus, result: ToolResult, options: { onlyFrom?: CallStatus } = {}): Promise<string[] | undefined> {
-    const targets = await this.#finish([this.#keys.call(id), this.#keys.watchers(id)], [status, JSON.stringify(result), Date.now(), this.#retentionMs, options.onlyFrom ?? '']);
+  async finish(id: string, status: CallStatus, result: ToolResult, options: { onlyFrom?: CallStatus; replyTo?: string } = {}): Promise<string[] | undefined> {
+    const resultJson = JSON.stringify(result);
+    const keys = [this.#keys.call(id), this.#keys.watchers(id)];
+    const args: (string | number)[] = [status, resultJson, Date.now(), this.#retentionMs, options.onlyFrom ?? ''];
+    if (options.replyTo !== undefined && this.#inlineReplies) {
+      keys.push(this.#keys.replies(options.replyTo));
+      // The ReplyMessage, spliced around the result's JSON instead of serialising the result twice.
+      args.push(`{"v":1,"id":${JSON.stringify(id)},"status":"${status}","result":${resultJson}}`, options.replyTo, REPLY_LIST_TTL_MS);
+    }
+    const targets = await this.#finish(keys, args);
     return targets === null ? undefined : targets;
   }
 

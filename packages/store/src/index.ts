@@ -9,6 +9,6 @@ export { connectRedis, closeRedis } from './redis.js';
 export { CallStore, viewOf, type CallRecord, type NewCall, type StartOutcome } from './call-store.js';
 export { publishReply, ReplyPublisher, ReplyInbox, REPLY_LIST_TTL_MS } from './replies.js';
 export { Catalog, type CatalogEntry } from './catalog.js';
-export { TierQueues, queueFor, openQueue, MAX_BATCH } from './queues.js';
+export { TierQueues, queueFor, openQueue, MAX_BATCH, type Submitted } from './queues.js';
 export { stableStringify } from './stable-json.js';
 export { RedisAuditLogger, RedisRiskSignalQueue } from './audit.js';

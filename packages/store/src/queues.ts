@@ -1,6 +1,8 @@
-import { type CallBatch, type CallEnvelope, queueName, type ToolDefinition } from '@forge-fleet/shared';
-import { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
+import { type CallBatch, type FleetKeys, queueName, type ToolDefinition } from '@forge-fleet/shared';
+import { type IRedisTransaction, Job, Queue } from 'bullmq';
+import type { ChainableCommander, Redis } from 'ioredis';
+import { type CallRecord, createCallArgs, createOutcome, type NewCall } from './call-store.js';
+import { CREATE_CALL } from './scripts.js';
 
 /**
  * BullMQ keeps its events stream at 10,000 entries by default; nothing on our
@@ -24,10 +26,16 @@ export function openQueue(redis: Redis, prefix: string, name: string): Queue {
   return new Queue(name, { connection: redis, prefix, streams: { events: { maxLen: EVENTS_MAX_LEN } } });
 }
 
-interface Pending {
-  readonly envelopes: CallEnvelope[];
-  readonly done: Promise<void>;
-  resolve(): void;
+/** What became of one submitted call. */
+export type Submitted =
+  /** Recorded and enqueued; `live` is the number of workers holding a lease on its tool as the record was written. */
+  | { readonly created: true; readonly live: number }
+  /** The id was taken: nothing was recorded, and the job's copy will be skipped (its token is not the record's). */
+  | { readonly created: false; readonly existing: CallRecord };
+
+interface PendingCall {
+  readonly call: NewCall;
+  resolve(submitted: Submitted): void;
   reject(error: unknown): void;
 }
 
@@ -36,57 +44,96 @@ interface Pending {
  * event-loop turn for the same queue leave as one job (up to
  * {@link MAX_BATCH}); a lone call leaves as a job of its own. Nothing waits
  * for a batch to fill: the flush happens at the end of the turn.
+ *
+ * A flush is one write and one round trip: the calls' records, their tools'
+ * live lease counts and the job go out together on the queue's connection,
+ * records first. Redis runs a connection's commands in order, so a worker
+ * can never take a job before its calls' records exist. The records are
+ * created with EVAL, never EVALSHA: after a script-cache flush ioredis would
+ * re-send a refused EVALSHA only after the job had been added.
  */
 export class TierQueues {
   readonly #queues = new Map<string, Queue>();
-  readonly #pending = new Map<string, Pending>();
+  readonly #pending = new Map<string, PendingCall[]>();
   readonly #redis: Redis;
-  readonly #prefix: string;
+  readonly #keys: FleetKeys;
+  readonly #retentionMs: number;
 
-  constructor(redis: Redis, prefix: string) {
+  constructor(redis: Redis, keys: FleetKeys, retentionMs: number) {
     this.#redis = redis;
-    this.#prefix = prefix;
+    this.#keys = keys;
+    this.#retentionMs = retentionMs;
   }
 
   queue(name: string): Queue {
     let queue = this.#queues.get(name);
     if (queue === undefined) {
-      queue = openQueue(this.#redis, this.#prefix, name);
+      queue = openQueue(this.#redis, this.#keys.prefix, name);
       this.#queues.set(name, queue);
     }
     return queue;
   }
 
-  /** Enqueues an approved call; resolves once its job is in Redis. */
-  enqueue(envelope: CallEnvelope, definition: ToolDefinition): Promise<void> {
-    const name = queueFor(this.#prefix, definition);
+  /**
+   * Records an approved call and enqueues it, in one write with the other
+   * calls of this turn for the same queue.
+   * @throws the Redis error when the record or the job could not be written
+   *   (a call whose job failed is ended as failed by the caller).
+   */
+  submit(call: NewCall, definition: Pick<ToolDefinition, 'tier' | 'pool'>): Promise<Submitted> {
+    const name = queueFor(this.#keys.prefix, definition);
     let pending = this.#pending.get(name);
     if (pending === undefined) {
-      let resolve: () => void = () => {};
-      let reject: (error: unknown) => void = () => {};
-      const done = new Promise<void>((res, rej) => ((resolve = res), (reject = rej)));
-      pending = { envelopes: [], done, resolve, reject };
+      pending = [];
       this.#pending.set(name, pending);
-      setImmediate(() => this.#flush(name, pending!));
+      const batch = pending;
+      setImmediate(() => this.#flush(name, batch));
     }
-    pending.envelopes.push(envelope);
-    if (pending.envelopes.length >= MAX_BATCH) this.#flush(name, pending);
-    return pending.done;
+    const submitted = new Promise<Submitted>((resolve, reject) => pending.push({ call, resolve, reject }));
+    if (pending.length >= MAX_BATCH) this.#flush(name, pending);
+    return submitted;
   }
 
-  #flush(name: string, pending: Pending): void {
+  #flush(name: string, pending: PendingCall[]): void {
     if (this.#pending.get(name) !== pending) return; // already flushed (full batch)
     this.#pending.delete(name);
-    const [first] = pending.envelopes;
+    this.#send(name, pending).catch((error: unknown) => {
+      for (const p of pending) p.reject(error);
+    });
+  }
+
+  async #send(name: string, pending: readonly PendingCall[]): Promise<void> {
     const queue = this.queue(name);
-    const added =
-      pending.envelopes.length === 1 && first !== undefined
-        ? queue.add(first.call.name, first, JOB_OPTIONS)
-        : queue.add('batch', { v: 1, batch: pending.envelopes } satisfies CallBatch, JOB_OPTIONS);
-    added.then(
-      () => pending.resolve(),
-      (error: unknown) => pending.reject(error),
-    );
+    // BullMQ's own pipeline (its job scripts are defined on it), raw ioredis underneath.
+    const pipeline = (await queue.getBackend().client).pipeline() as IRedisTransaction & Pick<ChainableCommander, 'eval' | 'zcount'>;
+    for (const { call } of pending) pipeline.eval(CREATE_CALL, 1, this.#keys.call(call.id), ...createCallArgs(call, this.#retentionMs));
+    const tools = [...new Set(pending.map((p) => p.call.name))];
+    const now = Date.now();
+    for (const tool of tools) pipeline.zcount(this.#keys.catalogLeases(tool), now, '+inf');
+    const envelopes = pending.map((p) => p.call.envelope);
+    const first = envelopes[0]!;
+    const job =
+      envelopes.length === 1
+        ? new Job(queue, first.call.name, first, JOB_OPTIONS)
+        : new Job(queue, 'batch', { v: 1, batch: envelopes } satisfies CallBatch, JOB_OPTIONS);
+    // Queued on the pipeline synchronously; its outcome is read from the pipeline's results below.
+    job.addJob(pipeline).catch(() => undefined);
+    const results = (await pipeline.exec()) ?? [];
+    const added = results[pending.length + tools.length];
+    if (added === undefined || added[0] !== null) throw added?.[0] ?? new Error('the job was not added');
+    const live = new Map(tools.map((tool, i) => [tool, Number(results[pending.length + i]?.[1] ?? 0)]));
+    pending.forEach((p, i) => {
+      const [error, reply] = results[i] ?? [new Error('no reply for the call record')];
+      if (error !== null) p.reject(error);
+      else {
+        try {
+          const outcome = createOutcome(p.call.id, reply as 0 | string[]);
+          p.resolve(outcome.created ? { created: true, live: live.get(p.call.name) ?? 0 } : outcome);
+        } catch (parseError) {
+          p.reject(parseError);
+        }
+      }
+    });
   }
 
   async close(): Promise<void> {

@@ -101,8 +101,18 @@ export class ReplyInbox {
 
   /** Waits for the call's result, up to `timeoutMs`; resolves `undefined` on timeout, abort or {@link releaseAll}. */
   wait(callId: string, timeoutMs: number, signal?: AbortSignal): Promise<ReplyMessage | undefined> {
-    if (this.#released || signal?.aborted === true) return Promise.resolve(undefined);
-    return new Promise((resolve) => {
+    return this.listen(callId, timeoutMs, signal).reply;
+  }
+
+  /**
+   * Like {@link wait}, with a way to stop listening early (it resolves
+   * `undefined`): a request listens before its call can possibly end, and
+   * stops when the call turns out not to run after all.
+   */
+  listen(callId: string, timeoutMs: number, signal?: AbortSignal): { reply: Promise<ReplyMessage | undefined>; stop(): void } {
+    if (this.#released || signal?.aborted === true) return { reply: Promise.resolve(undefined), stop: () => {} };
+    let stop: () => void = () => {};
+    const reply = new Promise<ReplyMessage | undefined>((resolve) => {
       let set = this.#waiters.get(callId);
       if (set === undefined) this.#waiters.set(callId, (set = new Set()));
       const done = (message: ReplyMessage | undefined): void => {
@@ -117,7 +127,9 @@ export class ReplyInbox {
       const timer = setTimeout(() => done(undefined), timeoutMs);
       set.add(waiter);
       signal?.addEventListener('abort', onAbort, { once: true });
+      stop = onAbort;
     });
+    return { reply, stop };
   }
 
   /** How many requests are waiting. */

@@ -31,11 +31,14 @@ return 0`;
 /**
  * A worker takes a call. Returns {outcome, starts}: 'started'; 'redelivered'
  * (the call was already running: its previous worker was lost); or why it must
- * not run: 'missing', 'final', 'not_approved', 'cancelled', 'expired'.
+ * not run: 'missing', 'superseded' (ARGV[3], the job's submission token, is
+ * not the record's: the job came from a second submission of a taken id),
+ * 'final', 'not_approved', 'cancelled', 'expired'.
  */
 export const START_CALL = `${FINAL}
 local st = redis.call('HGET', KEYS[1], 'status')
 if not st then return {'missing', 0} end
+if ARGV[3] and ARGV[3] ~= '' and redis.call('HGET', KEYS[1], 'token') ~= ARGV[3] then return {'superseded', 0} end
 if final(st) then return {'final', 0} end
 if st == 'awaiting_approval' then return {'not_approved', 0} end
 if redis.call('HGET', KEYS[1], 'cancel') == '1' then return {'cancelled', 0} end
@@ -47,9 +50,15 @@ if st == 'running' then return {'redelivered', starts} end
 return {'started', starts}`;
 
 /**
- * Ends a call exactly once. Returns the dispatchers to notify (the submitter
- * first, then watchers), or nil when the call had already ended (or, with
- * ARGV[5], was not in that status).
+ * Ends a call exactly once. Returns the dispatchers still to notify (the
+ * submitter first, then watchers), or nil when the call had already ended
+ * (or, with ARGV[5], was not in that status).
+ *
+ * With KEYS[3] (the submitter's reply list), ARGV[6] (the reply) and ARGV[7]
+ * (the submitter's id), the reply is pushed here, in the same step, when the
+ * record's submitter is that one, saving the worker a round trip on the hot
+ * path. KEYS[3] lies in another hash slot than the call, so this form is for
+ * a single Redis server only; ARGV[8] is the reply list's time to live.
  */
 export const FINISH_CALL = `${FINAL}
 local st = redis.call('HGET', KEYS[1], 'status')
@@ -60,8 +69,25 @@ redis.call('HDEL', KEYS[1], 'worker', 'cancel')
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 local targets = redis.call('SMEMBERS', KEYS[2])
 redis.call('DEL', KEYS[2])
-table.insert(targets, 1, redis.call('HGET', KEYS[1], 'replyTo'))
+local submitter = redis.call('HGET', KEYS[1], 'replyTo')
+if KEYS[3] and submitter == ARGV[7] then
+  redis.call('LPUSH', KEYS[3], ARGV[6])
+  redis.call('PEXPIRE', KEYS[3], ARGV[8])
+else
+  table.insert(targets, 1, submitter)
+end
 return targets`;
+
+/**
+ * Withdraws a call that was recorded and enqueued in one step but found to
+ * have no live worker: deleted (so the id stays free and its job is skipped
+ * as 'missing') only while still queued under the same submission token.
+ * Returns 1 when withdrawn, 0 when a worker had already taken it.
+ */
+export const VOID_CALL = `
+if redis.call('HGET', KEYS[1], 'status') ~= 'queued' or redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1`;
 
 /** A running call goes back to the queue (a retry after a transient failure). */
 export const REQUEUE_CALL = `

@@ -105,16 +105,6 @@ export class CatalogView {
     return entry.definition;
   }
 
-  /**
-   * Live workers for a tool, read from Redis now. The cached view can lag a
-   * worker that has just left by one notification; the submit path asks this
-   * alongside writing the call record (same round trip) so a call never waits
-   * for a worker that is gone.
-   */
-  liveWorkers(name: string): Promise<number> {
-    return this.catalog.liveWorkers(name);
-  }
-
   /** Definitions of the tools some live worker serves, sorted by name. */
   list(): ToolDefinition[] {
     return [...this.#entries.values()]

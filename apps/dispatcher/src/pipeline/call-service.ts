@@ -21,7 +21,7 @@ import {
   type SubmitCallRequest,
   type ToolCall,
 } from '@forge-fleet/shared';
-import { type CallRecord, type CallStore, publishReply, queueFor, type ReplyInbox, type TierQueues, viewOf } from '@forge-fleet/store';
+import { type CallRecord, type CallStore, publishReply, queueFor, type ReplyInbox, type Submitted, type TierQueues, viewOf } from '@forge-fleet/store';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { CatalogView } from '../catalog/catalog-view.js';
@@ -90,43 +90,43 @@ export class CallService {
       ...(caller.authorization === undefined ? {} : { caller: caller.authorization.subject }),
     };
     const log = lazyChild(d.log, { callId: call.id, tool: call.name, tier: definition.tier });
-    // Both commands leave in the same auto-pipelined write: the authoritative liveness check costs no extra round trip.
-    const [created, live] = await Promise.all([
-      d.store.create({
-        id: call.id,
-        name: call.name,
-        status: admission.status === 'approved' ? 'queued' : 'awaiting_approval',
-        replyTo: d.dispatcherId,
-        envelope,
-        reason: admission.status === 'awaiting_approval' ? admission.reason : undefined,
-      }),
-      admission.status === 'approved' ? d.catalog.liveWorkers(call.name) : Promise.resolve(1),
-    ]);
-    if (live === 0) {
-      if (created.created) await d.store.discard(call.id);
-      throw new NoWorkerError(call.name, queueFor(d.keys.prefix, definition));
-    }
-    if (!created.created) {
-      log.info({ status: created.existing.status }, 'call id already submitted; answering for the existing call');
+    // A second submission of a taken id answers for the existing call.
+    const resubmitted = (status: string): Promise<CallView> => {
+      log.info({ status }, 'call id already submitted; answering for the existing call');
       return this.get(call.id, waitMs, signal);
-    }
+    };
     if (admission.status === 'awaiting_approval') {
+      const created = await d.store.create({ id: call.id, name: call.name, status: 'awaiting_approval', replyTo: d.dispatcherId, envelope, reason: admission.reason });
+      if (!created.created) return resubmitted(created.existing.status);
       log.info({ waitingFor: admission.waitingFor }, 'call awaiting approval');
       return { id: call.id, status: 'awaiting_approval', reason: admission.reason };
     }
-    // Listen before enqueueing: a fast worker may answer before `add` returns.
-    const reply = waitMs > 0 ? d.inbox.wait(call.id, waitMs, signal) : undefined;
+    // Listen before the call can end: a fast worker may answer before the submit's own reply arrives.
+    const listening = waitMs > 0 ? d.inbox.listen(call.id, waitMs, signal) : undefined;
+    const token = randomUUID();
+    const queued: CallEnvelope = { ...envelope, token };
+    let submitted: Submitted;
     try {
-      await d.queues.enqueue(envelope, definition);
+      // Record, liveness check and job leave in one write (see TierQueues).
+      submitted = await d.queues.submit({ id: call.id, name: call.name, status: 'queued', replyTo: d.dispatcherId, envelope: queued }, definition);
     } catch (error) {
-      // The record exists but no job does: end the call so nobody waits for a run that cannot come.
+      listening?.stop();
+      // The record may exist without its job: end the call so nobody waits for a run that cannot come.
       const failed = errorResult(call, new InternalError(`the call could not be enqueued: ${error instanceof Error ? error.message : String(error)}`, { cause: error }));
-      await d.store.finish(call.id, 'failed', failed).catch(() => undefined);
+      await d.store.finish(call.id, 'failed', failed, { onlyFrom: 'queued' }).catch(() => undefined);
       throw error;
     }
+    if (!submitted.created) {
+      listening?.stop();
+      return resubmitted(submitted.existing.status);
+    }
+    if (submitted.live === 0 && (await d.store.withdraw(call.id, token))) {
+      listening?.stop();
+      throw new NoWorkerError(call.name, queueFor(d.keys.prefix, definition));
+    }
     log.info('call enqueued');
-    if (reply === undefined) return { id: call.id, status: 'queued' };
-    const message = await reply;
+    if (listening === undefined) return { id: call.id, status: 'queued' };
+    const message = await listening.reply;
     if (message !== undefined) return viewOfReply(message);
     const record = await d.store.get(call.id);
     return record === undefined ? { id: call.id, status: 'queued' } : viewOf(record);

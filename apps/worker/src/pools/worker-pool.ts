@@ -199,13 +199,15 @@ export class WorkerPool {
     o.log.info('worker pool stopped');
   }
 
-  async #finish(id: string, status: CallStatus, result: ToolResult, onlyFrom?: CallStatus): Promise<void> {
-    const targets = await this.#store!.finish(id, status, result, onlyFrom === undefined ? {} : { onlyFrom });
-    if (targets !== undefined) await this.#replies!.publish(targets, { v: 1, id, status, result });
+  /** Ends the call; its submitter's reply goes out in the same step, any other waiting dispatchers' after. */
+  async #finish(envelope: CallEnvelope, status: CallStatus, result: ToolResult, onlyFrom?: CallStatus): Promise<void> {
+    const { id } = envelope.call;
+    const targets = await this.#store!.finish(id, status, result, onlyFrom === undefined ? { replyTo: envelope.replyTo } : { onlyFrom, replyTo: envelope.replyTo });
+    if (targets !== undefined && targets.length > 0) await this.#replies!.publish(targets, { v: 1, id, status, result });
   }
 
-  async #fail(id: string, name: string, error: FleetError, onlyFrom?: CallStatus): Promise<void> {
-    await this.#finish(id, 'failed', errorResult({ id, name }, error), onlyFrom);
+  async #fail(envelope: CallEnvelope, error: FleetError, onlyFrom?: CallStatus): Promise<void> {
+    await this.#finish(envelope, 'failed', errorResult(envelope.call, error), onlyFrom);
   }
 
   /** A job carries one call, or a batch of calls for this queue; each runs on its own. */
@@ -267,28 +269,29 @@ export class WorkerPool {
     const tool = this.#tools.get(call.name);
     if (tool?.executor === undefined) {
       log.error('call routed to a worker that does not serve the tool');
-      await this.#fail(call.id, call.name, new ToolNotFoundError(call.name, { known: [...this.#tools.keys()] }));
+      await this.#fail(envelope, new ToolNotFoundError(call.name, { known: [...this.#tools.keys()] }));
       return;
     }
     const { definition, executor } = tool;
-    const { outcome, starts } = await this.#store!.start(call.id, this.id);
+    const { outcome, starts } = await this.#store!.start(call.id, this.id, envelope.token);
     switch (outcome) {
       case 'missing':
+      case 'superseded':
       case 'final':
       case 'not_approved':
         log.debug({ outcome }, 'call skipped');
         return;
       case 'cancelled':
-        await this.#finish(call.id, 'cancelled', errorResult(call, new CancelledError(call.name, 'cancelled before it started')));
+        await this.#finish(envelope, 'cancelled', errorResult(call, new CancelledError(call.name, 'cancelled before it started')));
         log.info('call cancelled before start');
         return;
       case 'expired':
-        await this.#fail(call.id, call.name, new ExpiredError(call.name, envelope.deadline ?? 0), 'queued');
+        await this.#fail(envelope, new ExpiredError(call.name, envelope.deadline ?? 0), 'queued');
         log.info('call expired in the queue');
         return;
       case 'redelivered':
         if (!definition.retryable || starts > this.#o.retryAttempts) {
-          await this.#fail(call.id, call.name, new WorkerLostError(call.name, `its worker stopped answering (lock expired) during run ${starts - 1}`));
+          await this.#fail(envelope, new WorkerLostError(call.name, `its worker stopped answering (lock expired) during run ${starts - 1}`));
           log.warn({ starts }, 'call lost with its worker; not run again');
           return;
         }
@@ -333,13 +336,13 @@ export class WorkerPool {
         }
       }
       if (lostToShutdown) {
-        await this.#fail(call.id, call.name, new WorkerLostError(call.name, 'the worker shut down before the call finished'));
+        await this.#fail(envelope, new WorkerLostError(call.name, 'the worker shut down before the call finished'));
         log.warn({ ms }, 'call aborted by shutdown');
         return;
       }
     }
     const status: CallStatus = code === 'CANCELLED' ? 'cancelled' : result.isError ? 'failed' : 'completed';
-    await this.#finish(call.id, status, result);
+    await this.#finish(envelope, status, result);
     log.info({ ms, status, code }, 'call finished');
   }
 }

@@ -22,6 +22,13 @@ export const CallEnvelope = z.object({
   deadline: z.number().int().optional(),
   /** Who asked, for logs and audit. */
   caller: z.string().optional(),
+  /**
+   * This submission's random token, also written to the call record. The
+   * record and the job leave in one write without waiting for each other, so
+   * a second submission of a taken id still enqueues a job: the worker skips
+   * any job whose token is not the record's.
+   */
+  token: z.string().min(1).optional(),
 });
 export type CallEnvelope = z.infer<typeof CallEnvelope>;
 
