@@ -28,6 +28,9 @@ export const ErrorCode = {
   WORKER_LOST: 'WORKER_LOST',
   ROUTE_NOT_FOUND: 'ROUTE_NOT_FOUND',
   WAIT_TIMEOUT: 'WAIT_TIMEOUT',
+  FORGED_CALL: 'FORGED_CALL',
+  FORBIDDEN: 'FORBIDDEN',
+  RESOURCE_LIMIT: 'RESOURCE_LIMIT',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
@@ -74,6 +77,9 @@ export function isRetryable(code: ErrorCode): boolean {
     case ErrorCode.PAYLOAD_TOO_LARGE:
     case ErrorCode.EXPIRED:
     case ErrorCode.ROUTE_NOT_FOUND:
+    case ErrorCode.FORGED_CALL:
+    case ErrorCode.FORBIDDEN:
+    case ErrorCode.RESOURCE_LIMIT:
       return false;
     case ErrorCode.WAIT_TIMEOUT:
       return true;
@@ -105,6 +111,7 @@ export function httpStatusFor(code: ErrorCode): number {
       return 422;
     case ErrorCode.APPROVAL_DENIED:
     case ErrorCode.OUT_OF_SCOPE:
+    case ErrorCode.FORBIDDEN:
       return 403;
     case ErrorCode.APPROVAL_PENDING:
       return 202;
@@ -118,6 +125,8 @@ export function httpStatusFor(code: ErrorCode): number {
     case ErrorCode.EXECUTION_FAILED:
     case ErrorCode.OUTPUT_VALIDATION:
     case ErrorCode.WORKER_LOST:
+    case ErrorCode.FORGED_CALL:
+    case ErrorCode.RESOURCE_LIMIT:
       return 502;
     case ErrorCode.EXECUTION_TIMEOUT:
       return 504;

@@ -317,6 +317,48 @@ export class WaitTimeoutError extends FleetError {
 }
 
 /**
+ * A worker refused a call it cannot trust: unsigned, badly signed, altered
+ * since the dispatcher signed it, moved onto another queue, or past its
+ * signed deadline. It never runs.
+ */
+export class ForgedCallError extends FleetError {
+  readonly code = ErrorCode.FORGED_CALL;
+  constructor(
+    readonly toolName: string,
+    readonly reason: string,
+  ) {
+    super(`the call to tool '${toolName}' was refused by its worker: ${reason}; only calls signed by a dispatcher for this queue run — submit it through a dispatcher`, { toolName, reason });
+  }
+}
+
+/** The caller is authenticated but its role may not do this. */
+export class ForbiddenError extends FleetError {
+  readonly code = ErrorCode.FORBIDDEN;
+  constructor(
+    readonly action: string,
+    readonly role: string,
+    readonly needed: readonly string[],
+  ) {
+    super(`a caller with role '${role}' may not ${action}; it needs one of the roles ${needed.map((r) => `'${r}'`).join(', ')} — ask for a token with that role`, { action, role, needed });
+  }
+}
+
+/**
+ * A tool's sandbox hit one of its limits (CPU time, memory, output size) and
+ * was stopped. Running it again with the same arguments hits the same limit.
+ */
+export class ResourceLimitError extends FleetError {
+  readonly code = ErrorCode.RESOURCE_LIMIT;
+  constructor(
+    readonly toolName: string,
+    readonly limit: string,
+    detail: string,
+  ) {
+    super(`tool '${toolName}' was stopped by its sandbox: ${limit} limit reached (${detail}); lower the work per call or raise the pool's sandbox limit`, { toolName, limit, detail });
+  }
+}
+
+/**
  * An error that crossed a process boundary: the code and details survive, the
  * class does not. Clients receive these.
  */
