@@ -31,6 +31,7 @@ if (build.status !== 0) {
 }
 
 const { startLocalRedis, LocalRedisUnavailableError } = await import('@forge-fleet/local-redis');
+const { deriveQueueKey, queueName } = await import('@forge-fleet/shared');
 const children = [];
 let redis;
 let stopping = false;
@@ -109,8 +110,13 @@ if (redisUrl === undefined || redisUrl === '') {
 
 const apiKey = `dev_${randomBytes(24).toString('base64url')}`;
 const fleetEnv = { REDIS_URL: redisUrl, LOG_LEVEL: process.env.LOG_LEVEL ?? 'info' };
+// Dev call-signing secret, generated now: the dispatcher signs every call with its queue's derived key and each
+// worker holds only its own queue's key.
+const signingSecret = randomBytes(32);
+const prefix = process.env.FORGE_PREFIX ?? 'forge';
 run('dispatcher', 'apps/dispatcher/bin/forge-dispatcher.js', [], {
   ...fleetEnv,
+  FORGE_SIGNING_SECRET: signingSecret.toString('base64url'),
   PORT: String(port),
   HOST: host,
   FORGE_API_KEYS: JSON.stringify({ [apiKey]: { subject: 'dev', tools: ['*'] } }),
@@ -118,7 +124,8 @@ run('dispatcher', 'apps/dispatcher/bin/forge-dispatcher.js', [], {
 const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
 await until('the dispatcher answering /readyz', async () => (await fetch(`${url}/readyz`)).ok);
 for (const tier of ['platform', 'embedded', 'host']) {
-  run(`worker-${tier}`, 'apps/worker/bin/forge-worker.js', ['--tier', tier, '--tools', 'examples/tools.ts'], fleetEnv);
+  const callKey = deriveQueueKey(signingSecret, queueName(prefix, tier)).toString('base64url');
+  run(`worker-${tier}`, 'apps/worker/bin/forge-worker.js', ['--tier', tier, '--tools', 'examples/tools.ts'], { ...fleetEnv, FORGE_CALL_KEY: callKey });
 }
 const expected = ['clock', 'echo', 'http_get', 'wasm_add'];
 await until('every example tool being served', async () => {

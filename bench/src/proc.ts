@@ -1,4 +1,15 @@
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { deriveQueueKey, queueName } from '@forge-fleet/shared';
+
+/** A fresh call-signing secret: the dispatcher's environment, and the platform worker's (its queue's key only). */
+export function signingEnv(prefix: string): { dispatcher: Record<string, string>; platformWorker: Record<string, string> } {
+  const secret = randomBytes(32);
+  return {
+    dispatcher: { FORGE_SIGNING_SECRET: secret.toString('base64url') },
+    platformWorker: { FORGE_CALL_KEY: deriveQueueKey(secret, queueName(prefix, 'platform')).toString('base64url') },
+  };
+}
 
 /**
  * The arguments that run a bin file with `node` as its shebang would: the

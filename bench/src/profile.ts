@@ -10,7 +10,7 @@ import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, startLocalRedis } from '@forge-fleet/local-redis';
-import { nodeArgsFor } from './proc.js';
+import { nodeArgsFor, signingEnv } from './proc.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const OUT = join(ROOT, 'bench', 'results', 'profiles');
@@ -75,10 +75,11 @@ rmSync(OUT, { recursive: true, force: true });
 mkdirSync(OUT, { recursive: true });
 const redis = await startLocalRedis();
 const env = { REDIS_URL: redis.url, FORGE_PREFIX: 'prof', LOG_LEVEL: 'warn' };
+const signing = signingEnv(env.FORGE_PREFIX);
 const port = await freePort();
 const url = `http://127.0.0.1:${port}`;
-const dispatcher = run(['--cpu-prof', `--cpu-prof-dir=${join(OUT, 'dispatcher')}`, ...nodeArgsFor('apps/dispatcher/bin/forge-dispatcher.js')], { ...env, PORT: String(port) });
-const worker = run(['--cpu-prof', `--cpu-prof-dir=${join(OUT, 'worker')}`, ...nodeArgsFor('apps/worker/bin/forge-worker.js'), '--tier', 'platform', '--tools', 'bench/src/tools.ts', '--concurrency', '256'], env);
+const dispatcher = run(['--cpu-prof', `--cpu-prof-dir=${join(OUT, 'dispatcher')}`, ...nodeArgsFor('apps/dispatcher/bin/forge-dispatcher.js')], { ...env, ...signing.dispatcher, PORT: String(port) });
+const worker = run(['--cpu-prof', `--cpu-prof-dir=${join(OUT, 'worker')}`, ...nodeArgsFor('apps/worker/bin/forge-worker.js'), '--tier', 'platform', '--tools', 'bench/src/tools.ts', '--concurrency', '256'], { ...env, ...signing.platformWorker });
 try {
   for (;;) {
     try {

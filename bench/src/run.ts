@@ -15,7 +15,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, startLocalRedis } from '@forge-fleet/local-redis';
 import { Redis } from 'ioredis';
-import { cpuMs, nodeArgsFor, peakRssMb } from './proc.js';
+import { cpuMs, nodeArgsFor, peakRssMb, signingEnv } from './proc.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const quick = process.argv.includes('--quick');
@@ -109,14 +109,15 @@ async function startServers(arm: Arm, point: Point, redisUrl: string): Promise<{
     return { procs: [worker], urls: [] };
   }
   const env = { REDIS_URL: redisUrl, FORGE_PREFIX: 'bench', LOG_LEVEL: 'warn' };
+  const signing = signingEnv(env.FORGE_PREFIX);
   const procs: Proc[] = [];
   const urls: string[] = [];
   for (let i = 0; i < point.dispatchers; i++) {
     const port = await freePort();
-    procs.push(start('dispatcher', nodeArgsFor('apps/dispatcher/bin/forge-dispatcher.js'), { ...env, PORT: String(port) }));
+    procs.push(start('dispatcher', nodeArgsFor('apps/dispatcher/bin/forge-dispatcher.js'), { ...env, ...signing.dispatcher, PORT: String(port) }));
     urls.push(`http://127.0.0.1:${port}`);
   }
-  procs.push(start('worker', [...(process.env.BENCH_WORKER_FLAGS?.split(' ').filter(Boolean) ?? []), ...nodeArgsFor('apps/worker/bin/forge-worker.js'), '--tier', 'platform', '--tools', 'bench/src/tools.ts', '--concurrency', String(WORKER_CONCURRENCY)], env));
+  procs.push(start('worker', [...(process.env.BENCH_WORKER_FLAGS?.split(' ').filter(Boolean) ?? []), ...nodeArgsFor('apps/worker/bin/forge-worker.js'), '--tier', 'platform', '--tools', 'bench/src/tools.ts', '--concurrency', String(WORKER_CONCURRENCY)], { ...env, ...signing.platformWorker }));
   for (const url of urls) {
     await until(`dispatcher ${url} serving noop`, async () => {
       try {

@@ -8,6 +8,7 @@ import { buildApp } from './app.js';
 import { ApiKeys, approvalPolicy } from './approvals/policy.js';
 import { CatalogView } from './catalog/catalog-view.js';
 import { CallService } from './pipeline/call-service.js';
+import { CallSigner } from './signing/call-signer.js';
 
 /** Everything a dispatcher instance is configured with. */
 export interface DispatcherOptions {
@@ -21,6 +22,10 @@ export interface DispatcherOptions {
   readonly scopes: Readonly<Record<string, readonly string[]>>;
   readonly defaultScope: readonly string[];
   readonly catalogRefreshMs: number;
+  /** The fleet's call-signing secret (workers get keys derived from it per queue). */
+  readonly signingSecret: Buffer;
+  /** How long a call's signature holds after enqueueing. @defaultValue retentionMs */
+  readonly callValidityMs?: number;
   readonly log: Logger;
   /** @defaultValue `<hostname>-<pid>-<random>` */
   readonly id?: string;
@@ -57,6 +62,7 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
     keys,
     store: new CallStore(redis, keys, o.retentionMs),
     queues,
+    signer: new CallSigner(o.signingSecret, o.prefix, o.callValidityMs ?? o.retentionMs),
     inbox,
     catalog,
     approval: approvalPolicy(o.approval),

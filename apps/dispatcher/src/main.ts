@@ -2,13 +2,14 @@
  * `forge-dispatcher`: the fleet's HTTP front door. Reads REDIS_URL, PORT,
  * HOST and the FORGE_* variables (see env.ts). Stateless: run as many as you like.
  */
-import { runMain } from '@forge-fleet/shared';
+import { runMain, secretFromEnv } from '@forge-fleet/shared';
 import { pino } from 'pino';
 import { createDispatcher } from './dispatcher.js';
 import { parseDispatcherEnv } from './env.js';
 
 runMain('forge-dispatcher', async () => {
   const env = parseDispatcherEnv(process.env);
+  const signingSecret = secretFromEnv(process.env, 'FORGE_SIGNING_SECRET', 'dispatcher environment');
   const log = pino({
     level: env.LOG_LEVEL,
     base: { app: 'forge-dispatcher', pid: process.pid },
@@ -24,6 +25,7 @@ runMain('forge-dispatcher', async () => {
     scopes: env.FORGE_SCOPES,
     defaultScope: env.FORGE_DEFAULT_SCOPE,
     catalogRefreshMs: env.FORGE_CATALOG_REFRESH_MS,
+    signingSecret,
     log,
   });
   const address = await dispatcher.app.listen({ port: env.PORT, host: env.HOST });

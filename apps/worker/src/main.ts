@@ -2,7 +2,7 @@
  * `forge-worker`: serves the tools of one tier (and, for host, one pool) from
  * a tools module. Reads REDIS_URL and the FORGE_* variables (see env.ts).
  */
-import { runMain } from '@forge-fleet/shared';
+import { runMain, secretFromEnv } from '@forge-fleet/shared';
 import { pino } from 'pino';
 import { parseWorkerArgs, USAGE } from './cli.js';
 import { parseWorkerEnv } from './env.js';
@@ -17,6 +17,8 @@ if (process.argv.includes('--help') || process.argv.includes('-h')) {
 runMain('forge-worker', async () => {
   const env = parseWorkerEnv(process.env);
   const args = parseWorkerArgs(process.argv.slice(2));
+  // This queue's call-verification key only (`forge keys worker-key`): it cannot sign calls for any other queue.
+  const callKey = secretFromEnv(process.env, 'FORGE_CALL_KEY', 'worker environment');
   const log = pino({ level: env.LOG_LEVEL, base: { app: 'forge-worker', tier: args.tier, pool: args.pool, pid: process.pid } });
   const tools = selectTools(await loadToolsModule(args.tools), args.tier, args.pool);
   const pool = new WorkerPool({
@@ -33,6 +35,7 @@ runMain('forge-worker', async () => {
     retryAttempts: env.FORGE_RETRY_ATTEMPTS,
     retryBackoffMs: env.FORGE_RETRY_BACKOFF_MS,
     id: args.id,
+    callKey,
     log,
   });
   await pool.start();

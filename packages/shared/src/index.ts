@@ -82,13 +82,16 @@ export { parseToolCalls, TOOL_CALL_FENCE, type ParsedModelText, type ParseOption
 
 // wire
 export { CallStatus, FINAL_STATUSES, isFinalStatus, CallView, SubmitCallRequest, SubmitBatchRequest, MAX_BATCH_CALLS, MAX_WAIT_MS } from './wire/call-view.js';
-export { CallEnvelope, CallBatch, ReplyMessage } from './wire/envelope.js';
+export { CallEnvelope, CallBatch, ReplyMessage, CallSignature, ApprovalRecord } from './wire/envelope.js';
+export { stableStringify } from './wire/stable-json.js';
+export { deriveQueueKey, signEnvelope, envelopeForgery, SIGNATURE_ALGORITHM, MIN_KEY_BYTES } from './signing/call-signature.js';
 
 // queues
 export { queueName, fleetKeys, DEFAULT_FLEET_PREFIX, FLEET_PREFIX_PATTERN, type FleetKeys } from './queues/names.js';
 
 // config
 export { parseConfig, RedisUrl, FleetEnv, envInt } from './config/parse.js';
+export { secretFromEnv } from './config/secrets.js';
 
 // process
 export { runMain, lazyChild, type RunningProcess, type LifecycleLogger, type ChildCapableLogger } from './process/run-main.js';

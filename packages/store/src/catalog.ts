@@ -1,7 +1,6 @@
-import { type FleetKeys, RegistryError, type ToolDefinition } from '@forge-fleet/shared';
+import { type FleetKeys, RegistryError, stableStringify, type ToolDefinition } from '@forge-fleet/shared';
 import type { Redis } from 'ioredis';
 import { ANNOUNCE_TOOLS, luaScript } from './scripts.js';
-import { stableStringify } from './stable-json.js';
 
 /** One tool as the live catalog holds it. */
 export interface CatalogEntry {

@@ -10,5 +10,5 @@ export { CallStore, viewOf, type CallRecord, type NewCall, type StartOutcome } f
 export { publishReply, ReplyPublisher, ReplyInbox, REPLY_LIST_TTL_MS } from './replies.js';
 export { Catalog, type CatalogEntry } from './catalog.js';
 export { TierQueues, queueFor, openQueue, MAX_BATCH, type Submitted } from './queues.js';
-export { stableStringify } from './stable-json.js';
+export { stableStringify } from '@forge-fleet/shared';
 export { RedisAuditLogger, RedisRiskSignalQueue } from './audit.js';

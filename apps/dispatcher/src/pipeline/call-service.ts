@@ -25,6 +25,7 @@ import { type CallRecord, type CallStore, publishReply, queueFor, type ReplyInbo
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { CatalogView } from '../catalog/catalog-view.js';
+import type { CallSigner } from '../signing/call-signer.js';
 
 /** Who is asking, as the HTTP layer found out. */
 export interface Caller {
@@ -38,6 +39,7 @@ export interface CallServiceDeps {
   readonly keys: FleetKeys;
   readonly store: CallStore;
   readonly queues: TierQueues;
+  readonly signer: CallSigner;
   readonly inbox: ReplyInbox;
   readonly catalog: CatalogView;
   readonly approval: ApprovalHandler;
@@ -104,7 +106,8 @@ export class CallService {
     // Listen before the call can end: a fast worker may answer before the submit's own reply arrives.
     const listening = waitMs > 0 ? d.inbox.listen(call.id, waitMs, signal) : undefined;
     const token = randomUUID();
-    const queued: CallEnvelope = { ...envelope, token };
+    // Signed last: the signature covers the final arguments, the approval decision and the submission token.
+    const queued = d.signer.sign({ ...envelope, token, approval: { decision: admission.modified ? 'modified' : 'approved' } });
     let submitted: Submitted;
     try {
       // Record, liveness check and job leave in one write (see TierQueues).

@@ -5,6 +5,8 @@ import {
   CallBatch,
   CallEnvelope,
   CancelledError,
+  envelopeForgery,
+  ForgedCallError,
   errorResult,
   ExpiredError,
   fleetKeys,
@@ -21,7 +23,7 @@ import {
   type CallStatus,
   WorkerLostError,
 } from '@forge-fleet/shared';
-import { Catalog, CallStore, closeRedis, connectRedis, openQueue, ReplyPublisher } from '@forge-fleet/store';
+import { Catalog, CallStore, closeRedis, connectRedis, openQueue, RedisAuditLogger, RedisRiskSignalQueue, ReplyPublisher } from '@forge-fleet/store';
 import { type Job, type Queue, UnrecoverableError, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
@@ -45,6 +47,8 @@ export interface WorkerPoolOptions {
   /** First retry delay, doubled for each further retry. */
   readonly retryBackoffMs: number;
   readonly id?: string | undefined;
+  /** The key that verifies the dispatchers' signatures on this queue's calls. */
+  readonly callKey: Uint8Array;
   readonly log: Logger;
 }
 
@@ -92,6 +96,8 @@ export class WorkerPool {
   #queueConnection: Redis | undefined;
   #workerConnection: Redis | undefined;
   #replies: ReplyPublisher | undefined;
+  #audit: RedisAuditLogger | undefined;
+  #risk: RedisRiskSignalQueue | undefined;
   readonly #slots: Slots;
   #leaseTimer: NodeJS.Timeout | undefined;
   readonly #active = new Map<string, AbortController>();
@@ -122,6 +128,8 @@ export class WorkerPool {
     this.#store = new CallStore(this.#redis, this.#keys, o.retentionMs);
     this.#catalog = new Catalog(this.#redis, this.#keys);
     this.#replies = new ReplyPublisher(this.#redis, this.#keys);
+    this.#audit = new RedisAuditLogger(this.#redis, this.#keys);
+    this.#risk = new RedisRiskSignalQueue(this.#redis, this.#keys, (err) => o.log.error({ err }, 'risk signal write failed'));
     const definitions = [...this.#tools.values()].map((t) => t.definition);
     await this.#catalog.announce(this.id, definitions, o.leaseMs);
     this.#leaseTimer = setInterval(() => {
@@ -243,6 +251,22 @@ export class WorkerPool {
   }
 
   /**
+   * A forged call ends as FORGED_CALL if its record is still queued (a real
+   * call's job may have been tampered with; a running or finished call is left
+   * alone), and leaves an audit entry and a risk signal either way.
+   */
+  async #refuseForged(envelope: CallEnvelope, reason: string): Promise<void> {
+    const { call } = envelope;
+    const at = new Date().toISOString();
+    const caller = envelope.caller === undefined ? {} : { caller: envelope.caller };
+    this.#risk!.push({ kind: 'forged_call', at, callId: call.id, tool: call.name, scope: this.queue, reason, ...caller });
+    await Promise.all([
+      this.#audit!.record({ at, callId: call.id, tool: call.name, errorCategory: 'forged_call', scopeAtListing: null, scopeAtDispatch: this.queue, reason, ...caller }),
+      this.#fail(envelope, new ForgedCallError(call.name, reason), 'queued'),
+    ]).catch((err: unknown) => this.#o.log.error({ err, callId: call.id }, 'could not record a forged call'));
+  }
+
+  /**
    * BullMQ fetches jobs while fewer than `concurrency` are active, and a job
    * may carry a batch of calls: left alone, a busy worker would hoard jobs
    * whose calls only wait for its slots while other workers idle. So the job
@@ -266,6 +290,13 @@ export class WorkerPool {
   async #runCall(envelope: CallEnvelope, bullSignal?: AbortSignal): Promise<void> {
     const { call } = envelope;
     const log = lazyChild(this.#o.log, { callId: call.id, tool: call.name, tier: this.#o.tier });
+    // Before anything else: a call this queue's key does not vouch for never runs.
+    const forgery = envelopeForgery(envelope, this.#o.callKey, { tier: this.#o.tier, pool: this.#o.pool });
+    if (forgery !== undefined) {
+      await this.#refuseForged(envelope, forgery);
+      log.warn({ reason: forgery, caller: envelope.caller }, 'forged call refused');
+      return;
+    }
     const tool = this.#tools.get(call.name);
     if (tool?.executor === undefined) {
       log.error('call routed to a worker that does not serve the tool');

@@ -26,6 +26,9 @@ import {
   RegistryError,
   SchemaValidationError,
   ToolNotFoundError,
+  ForgedCallError,
+  ForbiddenError,
+  ResourceLimitError,
 } from './errors.js';
 import { type FleetError, isFleetError } from './fleet-error.js';
 import { fromWireError, toWireError, WireError } from './wire.js';
@@ -56,6 +59,9 @@ const samples: Record<Exclude<ErrorCode, never>, FleetError> = {
   WORKER_LOST: new WorkerLostError('pay', 'lock expired'),
   ROUTE_NOT_FOUND: new RouteNotFoundError('GET', '/nope'),
   WAIT_TIMEOUT: new WaitTimeoutError('c-1', 100, 'running'),
+  FORGED_CALL: new ForgedCallError('pay', 'it carries no dispatcher signature'),
+  FORBIDDEN: new ForbiddenError('decide approvals', 'agent', ['approver', 'admin']),
+  RESOURCE_LIMIT: new ResourceLimitError('loop', 'cpu', '2 s of CPU time'),
 };
 
 describe('error codes', () => {

@@ -105,7 +105,13 @@ async function askApproval(handler: ApprovalHandler, ...args: Parameters<Approva
 
 /** Where {@link admitToolCall} leaves a call. */
 export type Admission =
-  | { readonly status: 'approved'; readonly call: ToolCall; readonly definition: ToolDefinition }
+  | {
+      readonly status: 'approved';
+      readonly call: ToolCall;
+      readonly definition: ToolDefinition;
+      /** Whether the approval step changed the arguments (the call carries the changed ones). */
+      readonly modified: boolean;
+    }
   | {
       readonly status: 'awaiting_approval';
       readonly call: ToolCall;
@@ -170,7 +176,7 @@ export async function admitToolCall(call: ToolCall, options: AdmitOptions): Prom
       waitingFor: 'confirmation',
     };
   }
-  return { status: 'approved', call: approved, definition };
+  return { status: 'approved', call: approved, definition, modified: approved !== call };
 }
 
 /**

@@ -1,5 +1,5 @@
-/** Why an audit entry was written. Only out-of-scope calls are audited today; the union grows. */
-export type AuditErrorCategory = 'out_of_scope';
+/** Why an audit entry was written; the union grows. */
+export type AuditErrorCategory = 'out_of_scope' | 'forged_call';
 
 /** One audited rejection. */
 export interface AuditEntry {
@@ -14,6 +14,8 @@ export interface AuditEntry {
   readonly scopeAtDispatch: string;
   /** Who asked, when known (an agent id, a token subject). */
   readonly caller?: string;
+  /** What was wrong, when the category alone does not say (e.g. why a call was judged forged). */
+  readonly reason?: string;
 }
 
 /** Where audit entries go. `record` must not throw; if it does, the rejection still stands. */

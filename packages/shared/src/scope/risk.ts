@@ -1,11 +1,12 @@
 /** A sign that an agent may be misbehaving (prompt injection, confused task routing…). */
 export interface RiskSignal {
-  readonly kind: 'out_of_scope';
+  readonly kind: 'out_of_scope' | 'forged_call';
   readonly at: string;
   readonly callId: string;
   readonly tool: string;
   readonly scope: string;
   readonly caller?: string;
+  readonly reason?: string;
 }
 
 /** Where risk signals go, to be weighed by whatever watches the agents. `push` must not throw. */

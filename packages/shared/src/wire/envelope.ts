@@ -4,6 +4,24 @@ import { ToolCall, ToolResult } from '../tools/call.js';
 import { PoolName } from '../tools/definition.js';
 import { CallStatus } from './call-view.js';
 
+/** A dispatcher's signature over a call (see signing/call-signature.ts). */
+export const CallSignature = z.object({
+  alg: z.string(),
+  /** Epoch ms after which the signature no longer holds: a job replayed later is refused. */
+  validUntil: z.number().int(),
+  /** Base64url MAC over the call's canonical text. */
+  mac: z.string(),
+});
+export type CallSignature = z.infer<typeof CallSignature>;
+
+/** How the call was approved, as the dispatcher's approval step decided (signed with the call). */
+export const ApprovalRecord = z.object({
+  decision: z.enum(['approved', 'modified']),
+  /** Who decided, when a person did. */
+  by: z.string().optional(),
+});
+export type ApprovalRecord = z.infer<typeof ApprovalRecord>;
+
 /**
  * A call as it travels on a tier queue, from dispatcher to worker. Dispatchers
  * and workers deploy separately: within a version, fields are only ever added,
@@ -29,6 +47,9 @@ export const CallEnvelope = z.object({
    * any job whose token is not the record's.
    */
   token: z.string().min(1).optional(),
+  approval: ApprovalRecord.optional(),
+  /** The dispatcher's signature; a worker runs nothing without a valid one. */
+  sig: CallSignature.optional(),
 });
 export type CallEnvelope = z.infer<typeof CallEnvelope>;
 

@@ -1,0 +1,28 @@
+import { readFileSync } from 'node:fs';
+import { ConfigInvalidError } from '../errors/errors.js';
+
+/**
+ * A binary secret from the environment: `NAME` holds it base64(url)-encoded,
+ * or `NAME_FILE` names a file that does (the form container orchestrators
+ * mount secrets in). Read once at start-up.
+ *
+ * @throws ConfigInvalidError when it is missing, unreadable or shorter than `minBytes`.
+ */
+export function secretFromEnv(env: Readonly<Record<string, string | undefined>>, name: string, what: string, minBytes = 32): Buffer {
+  const inline = env[name];
+  const file = env[`${name}_FILE`];
+  let text: string;
+  if (inline !== undefined && inline !== '') text = inline;
+  else if (file !== undefined && file !== '') {
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (error) {
+      throw new ConfigInvalidError(what, [`${name}_FILE: cannot read ${file}: ${error instanceof Error ? error.message : String(error)}`], { cause: error });
+    }
+  } else {
+    throw new ConfigInvalidError(what, [`${name}: set ${name} (base64url) or ${name}_FILE (a file holding it); \`forge keys init\` generates one`]);
+  }
+  const bytes = Buffer.from(text.trim(), 'base64');
+  if (bytes.byteLength < minBytes) throw new ConfigInvalidError(what, [`${name}: must decode to at least ${minBytes} bytes of base64url, got ${bytes.byteLength}`]);
+  return bytes;
+}
