@@ -31,7 +31,7 @@ if (build.status !== 0) {
 }
 
 const { startLocalRedis, LocalRedisUnavailableError } = await import('@forge-fleet/local-redis');
-const { deriveQueueKey, queueName } = await import('@forge-fleet/shared');
+const { deriveQueueKey, generateTokenKeys, mintToken, queueName } = await import('@forge-fleet/shared');
 const children = [];
 let redis;
 let stopping = false;
@@ -108,10 +108,14 @@ if (redisUrl === undefined || redisUrl === '') {
   say(`Forge Fleet: started redis-server at ${redisUrl} (set REDIS_URL to use your own)`);
 }
 
-const apiKey = `dev_${randomBytes(24).toString('base64url')}`;
+// Dev keys, generated now and never stored in the repo: the token key pair (the dispatcher holds the public half)
+// and the call-signing secret (the dispatcher signs every call with its queue's derived key; each worker holds only
+// its own queue's key).
+const tokenKeys = generateTokenKeys();
+const dayInSeconds = 24 * 3600;
+const token = await mintToken(tokenKeys.privateKeyPem, { subject: 'dev', grants: ['*'], expiresInSeconds: dayInSeconds });
+const limitedToken = await mintToken(tokenKeys.privateKeyPem, { subject: 'dev-limited', expiresInSeconds: dayInSeconds });
 const fleetEnv = { REDIS_URL: redisUrl, LOG_LEVEL: process.env.LOG_LEVEL ?? 'info' };
-// Dev call-signing secret, generated now: the dispatcher signs every call with its queue's derived key and each
-// worker holds only its own queue's key.
 const signingSecret = randomBytes(32);
 const prefix = process.env.FORGE_PREFIX ?? 'forge';
 run('dispatcher', 'apps/dispatcher/bin/forge-dispatcher.js', [], {
@@ -119,7 +123,7 @@ run('dispatcher', 'apps/dispatcher/bin/forge-dispatcher.js', [], {
   FORGE_SIGNING_SECRET: signingSecret.toString('base64url'),
   PORT: String(port),
   HOST: host,
-  FORGE_API_KEYS: JSON.stringify({ [apiKey]: { subject: 'dev', tools: ['*'] } }),
+  FORGE_TOKEN_PUBLIC_KEY: tokenKeys.publicKeyPem,
 });
 const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
 await until('the dispatcher answering /readyz', async () => (await fetch(`${url}/readyz`)).ok);
@@ -129,23 +133,24 @@ for (const tier of ['platform', 'embedded', 'host']) {
 }
 const expected = ['clock', 'echo', 'http_get', 'wasm_add'];
 await until('every example tool being served', async () => {
-  const { tools } = await (await fetch(`${url}/v1/tools`)).json();
+  const { tools } = await (await fetch(`${url}/v1/tools`, { headers: { authorization: `Bearer ${token}` } })).json();
   return expected.every((name) => tools.some((t) => t.name === name));
 });
 
 mkdirSync(stateDir, { recursive: true });
-writeFileSync(join(stateDir, 'dev.json'), `${JSON.stringify({ url, apiKey }, null, 2)}\n`, { mode: 0o600 });
+writeFileSync(join(stateDir, 'dev.json'), `${JSON.stringify({ url, token, limitedToken }, null, 2)}\n`, { mode: 0o600 });
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
 say(`
 Forge Fleet ${pkg.version} is running at ${url}
   workers: platform, embedded, host (tools: ${expected.join(', ')})
-  dev API key (grants every tool; generated now, not stored in the repo): ${apiKey}
+  dev token (agent 'dev', grants every Host-tier tool, valid 24 h; keys generated now, not stored in the repo):
+    export FORGE_TOKEN=${token}
   logs: ${logDir}
 
 Try it:
-  curl -s ${url}/v1/tools
-  curl -s -X POST '${url}/v1/calls?wait=5000' -H 'content-type: application/json' -d '{"name":"wasm_add","arguments":{"a":2,"b":40}}'
-  curl -s -X POST '${url}/v1/calls?wait=5000' -H 'content-type: application/json' -H 'authorization: Bearer ${apiKey}' -d '{"name":"http_get","arguments":{"url":"${url}/healthz"}}'
+  curl -s ${url}/v1/tools -H "authorization: Bearer $FORGE_TOKEN"
+  curl -s -X POST '${url}/v1/calls?wait=5000' -H "authorization: Bearer $FORGE_TOKEN" -H 'content-type: application/json' -d '{"name":"wasm_add","arguments":{"a":2,"b":40}}'
+  curl -s -X POST '${url}/v1/calls?wait=5000' -H "authorization: Bearer $FORGE_TOKEN" -H 'content-type: application/json' -d '{"name":"http_get","arguments":{"url":"${url}/healthz"}}'
   npm run demo        # an example agent calling tools of every tier
 
 Ctrl-C stops the fleet.`);

@@ -34,21 +34,24 @@ describe('npm start', () => {
         void exited.then(({ code }) => reject(new Error(`npm start exited (${code}):\n${out}`)));
       });
       expect(out).toMatch(/started redis-server at redis:\/\/127\.0\.0\.1:\d+/);
-      const { url, apiKey } = JSON.parse(readFileSync(join(stateDir, 'dev.json'), 'utf8')) as { url: string; apiKey: string };
+      const { url, token, limitedToken } = JSON.parse(readFileSync(join(stateDir, 'dev.json'), 'utf8')) as { url: string; token: string; limitedToken: string };
       expect(url).toBe(`http://127.0.0.1:${port}`);
-      expect(out).toContain(apiKey);
+      expect(out).toContain(`export FORGE_TOKEN=${token}`);
 
-      const post = async (body: unknown, headers: Record<string, string> = {}) => {
-        const res = await fetch(`${url}/v1/calls?wait=10000`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+      // `null` sends no token at all.
+      const post = async (body: unknown, bearer: string | null = token) => {
+        const auth: Record<string, string> = bearer === null ? {} : { authorization: `Bearer ${bearer}` };
+        const res = await fetch(`${url}/v1/calls?wait=10000`, { method: 'POST', headers: { 'content-type': 'application/json', ...auth }, body: JSON.stringify(body) });
         return { status: res.status, body: (await res.json()) as { status?: string; result?: { content: string; isError: boolean }; error?: { code: string } } };
       };
       const clock = await post({ name: 'clock', arguments: {} });
       expect(clock.status).toBe(200);
       expect(clock.body.result?.content).toMatch(/^\d{4}-\d{2}-\d{2}T/);
       expect((await post({ name: 'wasm_add', arguments: { a: 2, b: 40 } })).body.result?.content).toBe('{"sum":42}');
-      const hostDenied = await post({ name: 'http_get', arguments: { url: `${url}/healthz` } });
+      expect(await post({ name: 'clock', arguments: {} }, null)).toMatchObject({ status: 401, body: { error: { code: 'UNAUTHENTICATED' } } });
+      const hostDenied = await post({ name: 'http_get', arguments: { url: `${url}/healthz` } }, limitedToken);
       expect(hostDenied).toMatchObject({ status: 403, body: { error: { code: 'APPROVAL_DENIED' } } });
-      const host = await post({ name: 'http_get', arguments: { url: `${url}/healthz` } }, { authorization: `Bearer ${apiKey}` });
+      const host = await post({ name: 'http_get', arguments: { url: `${url}/healthz` } });
       expect(host.body.result?.content).toBe('{"status":200,"body":"{\\"ok\\":true}"}');
 
       const demo = spawnSync('npm', ['run', 'demo', '--silent'], { cwd: ROOT, env: { ...env, FORGE_STATE_DIR: stateDir }, encoding: 'utf8' });
@@ -57,6 +60,7 @@ describe('npm start', () => {
       expect(demo.stdout).toMatch(/embedded {2}wasm_add\s+\{"sum":42\}/);
       expect(demo.stdout).toMatch(/host {6}http_get\s+\{"status":200/);
       expect(demo.stdout).toMatch(/refused {3}bad arguments\s+refused SCHEMA_VALIDATION \(HTTP 422\)/);
+      expect(demo.stdout).toMatch(/refused {3}host, no grant\s+refused APPROVAL_DENIED \(HTTP 403\)/);
       expect(demo.stdout).toContain('same call, same result');
     } finally {
       process.kill(-proc.pid!, 'SIGINT');

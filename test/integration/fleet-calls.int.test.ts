@@ -1,12 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { FleetClient } from '@forge-fleet/client';
-import { type FleetError, isFleetError } from '@forge-fleet/shared';
+import { type FleetError, generateTokenKeys, isFleetError, mintToken } from '@forge-fleet/shared';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type FleetProcess, TestFleet } from '../fixtures/fleet.js';
 import { redisUrl } from '../fixtures/redis.js';
-
-const API_KEY = `test-key-${randomUUID()}`;
 
 async function refusal(promise: Promise<unknown>): Promise<FleetError> {
   try {
@@ -22,19 +20,23 @@ describe('a fleet: one dispatcher, workers of every tier', () => {
   const fleet = new TestFleet();
   let dispatcher: FleetProcess & { url: string };
   let client: FleetClient;
+  let token: string;
   let redis: Redis;
+  const auth = () => ({ authorization: `Bearer ${token}` });
   const runs = (id: string) => redis.get(`${fleet.prefix}:test:runs:{${id}}`).then((v) => Number(v ?? 0));
   const started = async (id: string) => (await redis.blpop(`${fleet.prefix}:test:started:{${id}}`, 10))?.[1];
 
   beforeAll(async () => {
     redis = new Redis(redisUrl());
     await Promise.all([fleet.worker({ tier: 'platform' }), fleet.worker({ tier: 'embedded' }), fleet.worker({ tier: 'host' }), fleet.worker({ tier: 'host', pool: 'payments' })]);
+    // Production mode: every request needs a token.
     dispatcher = await fleet.dispatcher({
-      FORGE_API_KEYS: JSON.stringify({ [API_KEY]: { subject: 'tests', tools: ['host_echo', 'pool_echo'] } }),
+      FORGE_DEV_MODE: '0',
       FORGE_SCOPES: JSON.stringify({ research: ['echo', 'embedded_echo'] }),
       FORGE_BODY_LIMIT_BYTES: String(64 * 1024),
     });
-    client = new FleetClient({ url: dispatcher.url, apiKey: API_KEY });
+    token = await fleet.token({ subject: 'tests', grants: ['host_echo', 'pool_echo'] });
+    client = new FleetClient({ url: dispatcher.url, token });
   });
 
   afterAll(async () => {
@@ -55,7 +57,7 @@ describe('a fleet: one dispatcher, workers of every tier', () => {
   it('lists the live tools, filtered by the task scope', async () => {
     const all = (await client.tools()).map((t) => t.name);
     expect(all).toEqual(expect.arrayContaining(['echo', 'embedded_echo', 'host_echo', 'pool_echo', 'count']));
-    const research = new FleetClient({ url: dispatcher.url, task: 'research' });
+    const research = new FleetClient({ url: dispatcher.url, token: await fleet.token({ subject: 'researcher', task: 'research' }) });
     try {
       expect((await research.tools()).map((t) => t.name)).toEqual(['echo', 'embedded_echo']);
     } finally {
@@ -135,7 +137,7 @@ describe('a fleet: one dispatcher, workers of every tier', () => {
   });
 
   it('denies a host tool to a caller without a grant (APPROVAL_DENIED, 403)', async () => {
-    const anonymous = new FleetClient({ url: dispatcher.url });
+    const anonymous = new FleetClient({ url: dispatcher.url, token: await fleet.token({ subject: 'ungranted' }) });
     try {
       const error = await refusal(anonymous.call('host_echo', {}));
       expect(error.code).toBe('APPROVAL_DENIED');
@@ -145,7 +147,7 @@ describe('a fleet: one dispatcher, workers of every tier', () => {
   });
 
   it('refuses an out-of-scope call (OUT_OF_SCOPE, 403) and audits it', async () => {
-    const research = new FleetClient({ url: dispatcher.url, task: 'research', apiKey: API_KEY });
+    const research = new FleetClient({ url: dispatcher.url, token: await fleet.token({ subject: 'researcher', task: 'research', grants: ['host_echo'] }) });
     try {
       const error = await refusal(research.call('host_echo', {}, { id: 'oos-1' }));
       expect(error.code).toBe('OUT_OF_SCOPE');
@@ -158,14 +160,46 @@ describe('a fleet: one dispatcher, workers of every tier', () => {
     expect(audit).toEqual(expect.arrayContaining([expect.objectContaining({ callId: 'oos-1', tool: 'host_echo', errorCategory: 'out_of_scope', scopeAtDispatch: 'research' })]));
   });
 
-  it('refuses an unknown task type and an unknown API key', async () => {
-    const unknownTask = new FleetClient({ url: dispatcher.url, task: 'nope' });
-    const badKey = new FleetClient({ url: dispatcher.url, apiKey: 'x'.repeat(20) });
+  it('refuses missing, foreign, expired and unknown-task tokens (UNAUTHENTICATED, 401) and an approver calling tools (FORBIDDEN, 403)', async () => {
+    const tokens = {
+      none: undefined,
+      foreign: await mintToken(generateTokenKeys().privateKeyPem, { subject: 'intruder' }),
+      expired: await fleet.token({ subject: 'late', expiresInSeconds: -5 }),
+      otherFleet: await fleet.token({ subject: 'a', audience: 'another-fleet' }),
+      unknownTask: await fleet.token({ subject: 'a', task: 'nope' }),
+    };
+    for (const [what, t] of Object.entries(tokens)) {
+      const c = new FleetClient({ url: dispatcher.url, ...(t === undefined ? {} : { token: t }) });
+      try {
+        const error = await refusal(c.call('echo'));
+        expect({ what, code: error.code, status: error.httpStatus }).toEqual({ what, code: 'UNAUTHENTICATED', status: 401 });
+        expect((await refusal(c.tools())).code).toBe('UNAUTHENTICATED');
+      } finally {
+        await c.close();
+      }
+    }
+    const approver = new FleetClient({ url: dispatcher.url, token: await fleet.token({ subject: 'person', role: 'approver' }) });
     try {
-      expect((await refusal(unknownTask.call('echo'))).code).toBe('BAD_REQUEST');
-      expect((await refusal(badKey.call('echo'))).code).toBe('UNAUTHENTICATED');
+      const error = await refusal(approver.call('echo'));
+      expect([error.code, error.httpStatus]).toEqual(['FORBIDDEN', 403]);
     } finally {
-      await Promise.all([unknownTask.close(), badKey.close()]);
+      await approver.close();
+    }
+  });
+
+  it('shows and cancels a call only for its submitter (or an admin); others get CALL_NOT_FOUND and cannot take its id', async () => {
+    const id = `owned-${randomUUID()}`;
+    await client.call('echo', { mine: true }, { id });
+    const other = new FleetClient({ url: dispatcher.url, token: await fleet.token({ subject: 'someone-else' }) });
+    const admin = new FleetClient({ url: dispatcher.url, token: await fleet.token({ subject: 'ops', role: 'admin' }) });
+    try {
+      expect((await refusal(other.get(id))).code).toBe('CALL_NOT_FOUND');
+      expect((await refusal(other.cancel(id))).code).toBe('CALL_NOT_FOUND');
+      expect((await refusal(other.call('echo', {}, { id }))).code).toBe('BAD_REQUEST');
+      expect((await admin.get(id)).status).toBe('completed');
+      expect((await client.get(id)).status).toBe('completed');
+    } finally {
+      await Promise.all([other.close(), admin.close()]);
     }
   });
 
@@ -174,7 +208,7 @@ describe('a fleet: one dispatcher, workers of every tier', () => {
   });
 
   it('answers malformed requests with BAD_REQUEST and oversized ones with PAYLOAD_TOO_LARGE, and keeps serving', async () => {
-    const post = (body: string) => fetch(`${dispatcher.url}/v1/calls`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    const post = (body: string) => fetch(`${dispatcher.url}/v1/calls`, { method: 'POST', headers: { 'content-type': 'application/json', ...auth() }, body });
     const notJson = await post('{not json');
     expect(notJson.status).toBe(400);
     expect(((await notJson.json()) as { error: { code: string } }).error.code).toBe('BAD_REQUEST');
@@ -183,7 +217,7 @@ describe('a fleet: one dispatcher, workers of every tier', () => {
     const huge = await post(JSON.stringify({ name: 'echo', arguments: { blob: 'x'.repeat(100 * 1024) } }));
     expect(huge.status).toBe(413);
     expect(((await huge.json()) as { error: { code: string } }).error.code).toBe('PAYLOAD_TOO_LARGE');
-    const badWait = await fetch(`${dispatcher.url}/v1/calls/x?wait=999999`);
+    const badWait = await fetch(`${dispatcher.url}/v1/calls/x?wait=999999`, { headers: auth() });
     expect(badWait.status).toBe(400);
     const noRoute = await fetch(`${dispatcher.url}/v2/nothing`);
     expect(((await noRoute.json()) as { error: { code: string } }).error.code).toBe('ROUTE_NOT_FOUND');
@@ -194,7 +228,7 @@ describe('a fleet: one dispatcher, workers of every tier', () => {
     const slowId = `batch-slow-${randomUUID()}`;
     const response = await fetch(`${dispatcher.url}/v1/calls/batch?wait=10000`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json' },
+      headers: { 'content-type': 'application/json', ...auth() },
       body: JSON.stringify({
         calls: [{ id: slowId, name: 'gated', arguments: {} }, { name: 'echo', arguments: { a: 1 } }, { name: 'nope', arguments: {} }, { name: 'count', arguments: { n: 'x' } }, 'garbage'],
       }),
@@ -235,7 +269,7 @@ describe('a fleet: one dispatcher, workers of every tier', () => {
     const controller = new AbortController();
     const response = await fetch(`${dispatcher.url}/v1/calls/batch?wait=10000`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json' },
+      headers: { 'content-type': 'application/json', ...auth() },
       body: JSON.stringify({ calls: [{ id: slowId, name: 'gated', arguments: {} }, { name: 'echo', arguments: {} }] }),
       signal: controller.signal,
     });

@@ -1,7 +1,6 @@
-import type { ScopeRegistry } from '@forge-fleet/shared';
 import { fastify, type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';
-import type { ApiKeys } from './approvals/policy.js';
+import type { Authenticator } from './auth/authenticator.js';
 import type { CatalogView } from './catalog/catalog-view.js';
 import { callRoutes } from './http/calls.js';
 import { registerErrorHandling } from './http/errors.js';
@@ -13,8 +12,7 @@ import type { CallService } from './pipeline/call-service.js';
 export interface AppDeps {
   readonly calls: CallService;
   readonly catalog: CatalogView;
-  readonly scopes: ScopeRegistry;
-  readonly keys: ApiKeys;
+  readonly auth: Authenticator;
   readonly ready: () => Promise<boolean>;
   readonly log: Logger;
   readonly bodyLimit: number;
@@ -43,7 +41,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     return payload;
   });
   void app.register(healthRoutes(deps.ready));
-  void app.register(toolRoutes(deps.catalog, deps.scopes, deps.keys));
-  void app.register(callRoutes(deps.calls, deps.scopes, deps.keys));
+  void app.register(toolRoutes(deps.catalog, deps.auth));
+  void app.register(callRoutes(deps.calls, deps.auth));
   return app;
 }

@@ -1,11 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { type Authorization, fleetKeys, ScopeRegistry, ToolScope } from '@forge-fleet/shared';
+import { fleetKeys, ScopeRegistry, type TokenVerifier, ToolScope } from '@forge-fleet/shared';
 import { CallStore, Catalog, closeRedis, connectRedis, RedisAuditLogger, RedisRiskSignalQueue, ReplyInbox, TierQueues } from '@forge-fleet/store';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { buildApp } from './app.js';
-import { ApiKeys, approvalPolicy } from './approvals/policy.js';
+import { approvalPolicy } from './approvals/policy.js';
+import { Authenticator } from './auth/authenticator.js';
 import { CatalogView } from './catalog/catalog-view.js';
 import { CallService } from './pipeline/call-service.js';
 import { CallSigner } from './signing/call-signer.js';
@@ -17,7 +18,10 @@ export interface DispatcherOptions {
   readonly retentionMs: number;
   readonly bodyLimit: number;
   readonly approval: 'tier' | 'auto' | 'deny';
-  readonly apiKeys: Readonly<Record<string, Authorization>>;
+  /** Verifies agent capability tokens; `undefined` only with `devMode`. */
+  readonly tokens: TokenVerifier | undefined;
+  /** Serve anonymous callers (no grants, scope from `x-forge-task`). Development only. */
+  readonly devMode: boolean;
   /** Patterns per task type. */
   readonly scopes: Readonly<Record<string, readonly string[]>>;
   readonly defaultScope: readonly string[];
@@ -77,8 +81,7 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
     closing: () => shuttingDown,
     calls,
     catalog,
-    scopes,
-    keys: new ApiKeys(o.apiKeys),
+    auth: new Authenticator({ verifier: o.tokens, devMode: o.devMode, scopes }),
     ready: async () => (await redis.ping()) === 'PONG',
     log,
     bodyLimit: o.bodyLimit,

@@ -1,4 +1,5 @@
-import { envInt, FleetEnv, parseConfig } from '@forge-fleet/shared';
+import { readFileSync } from 'node:fs';
+import { ConfigInvalidError, envInt, FleetEnv, parseConfig } from '@forge-fleet/shared';
 import { z } from 'zod';
 
 
@@ -28,19 +29,29 @@ export const DispatcherEnv = FleetEnv.extend({
   /** Largest request body. @defaultValue 1048576 */
   FORGE_BODY_LIMIT_BYTES: envInt(1_048_576),
   /**
-   * The approval policy: `tier` (platform and embedded approved, host only with an
-   * API key granting the tool), `auto` (everything; development only), `deny`.
+   * The approval policy: `tier` (platform and embedded approved, host only with a
+   * token granting the tool), `auto` (everything; development only), `deny`.
    * @defaultValue "tier"
    */
   FORGE_APPROVAL: z.enum(['tier', 'auto', 'deny']).default('tier'),
-  /** API keys: `{"<key>": {"subject": "ops", "tools": ["http_get", "db.*"]}}`. @defaultValue none */
-  FORGE_API_KEYS: json(
-    z
-      .record(z.string(), z.object({ subject: z.string().min(1), tools: z.array(z.string()) }))
-      .refine((keys) => Object.keys(keys).every((k) => k.length >= 16), 'API keys must be at least 16 characters'),
-    {},
-  ),
-  /** Scopes per task type (the `x-forge-task` header): `{"research": ["search.*", "clock"]}`. */
+  /**
+   * The Ed25519 public key (SPKI PEM) that verifies agent capability tokens,
+   * inline or as a file (`_FILE`). Required unless FORGE_DEV_MODE is on.
+   */
+  FORGE_TOKEN_PUBLIC_KEY: z.string().optional(),
+  FORGE_TOKEN_PUBLIC_KEY_FILE: z.string().optional(),
+  /** The audience tokens must be minted for. @defaultValue "forge-fleet" */
+  FORGE_TOKEN_AUDIENCE: z.string().min(1).default('forge-fleet'),
+  /**
+   * Development only: serve requests without a token as an anonymous agent
+   * (no Host-tier grants) whose scope the `x-forge-task` header picks.
+   * @defaultValue false
+   */
+  FORGE_DEV_MODE: z
+    .enum(['1', '0', 'true', 'false', ''])
+    .default('')
+    .transform((v) => v === '1' || v === 'true'),
+  /** Scopes per task type (a token's `task` claim; `x-forge-task` in dev mode): `{"research": ["search.*", "clock"]}`. */
   FORGE_SCOPES: json(z.record(z.string().min(1), z.array(z.string())), {}),
   /** Scope of callers that name no task type, as patterns; `["*"]` admits everything. @defaultValue ["*"] */
   FORGE_DEFAULT_SCOPE: json(z.array(z.string()), ['*']),
@@ -50,5 +61,23 @@ export const DispatcherEnv = FleetEnv.extend({
 export type DispatcherEnv = z.infer<typeof DispatcherEnv>;
 
 export function parseDispatcherEnv(env: NodeJS.ProcessEnv): Readonly<DispatcherEnv> {
-  return parseConfig(DispatcherEnv, env, 'dispatcher environment');
+  return parseConfig(
+    DispatcherEnv.refine((e) => e.FORGE_DEV_MODE || e.FORGE_TOKEN_PUBLIC_KEY !== undefined || e.FORGE_TOKEN_PUBLIC_KEY_FILE !== undefined, {
+      message: 'set FORGE_TOKEN_PUBLIC_KEY (or FORGE_TOKEN_PUBLIC_KEY_FILE) to verify agent tokens — `forge keys init` makes one — or FORGE_DEV_MODE=1 for anonymous development use',
+      path: ['FORGE_TOKEN_PUBLIC_KEY'],
+    }),
+    env,
+    'dispatcher environment',
+  );
+}
+
+/** The token public key's PEM text, from the variable or its file. */
+export function tokenPublicKeyPem(env: Readonly<DispatcherEnv>): string | undefined {
+  if (env.FORGE_TOKEN_PUBLIC_KEY !== undefined && env.FORGE_TOKEN_PUBLIC_KEY !== '') return env.FORGE_TOKEN_PUBLIC_KEY;
+  if (env.FORGE_TOKEN_PUBLIC_KEY_FILE === undefined || env.FORGE_TOKEN_PUBLIC_KEY_FILE === '') return undefined;
+  try {
+    return readFileSync(env.FORGE_TOKEN_PUBLIC_KEY_FILE, 'utf8');
+  } catch (error) {
+    throw new ConfigInvalidError('dispatcher environment', [`FORGE_TOKEN_PUBLIC_KEY_FILE: cannot read ${env.FORGE_TOKEN_PUBLIC_KEY_FILE}: ${error instanceof Error ? error.message : String(error)}`], { cause: error });
+  }
 }

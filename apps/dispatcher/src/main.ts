@@ -2,14 +2,21 @@
  * `forge-dispatcher`: the fleet's HTTP front door. Reads REDIS_URL, PORT,
  * HOST and the FORGE_* variables (see env.ts). Stateless: run as many as you like.
  */
-import { runMain, secretFromEnv } from '@forge-fleet/shared';
+import { ConfigInvalidError, runMain, secretFromEnv, TokenVerifier } from '@forge-fleet/shared';
 import { pino } from 'pino';
 import { createDispatcher } from './dispatcher.js';
-import { parseDispatcherEnv } from './env.js';
+import { parseDispatcherEnv, tokenPublicKeyPem } from './env.js';
 
 runMain('forge-dispatcher', async () => {
   const env = parseDispatcherEnv(process.env);
   const signingSecret = secretFromEnv(process.env, 'FORGE_SIGNING_SECRET', 'dispatcher environment');
+  const pem = tokenPublicKeyPem(env);
+  let tokens: TokenVerifier | undefined;
+  try {
+    tokens = pem === undefined ? undefined : new TokenVerifier(pem, { audience: env.FORGE_TOKEN_AUDIENCE });
+  } catch (error) {
+    throw new ConfigInvalidError('dispatcher environment', ['FORGE_TOKEN_PUBLIC_KEY: not an Ed25519 public key in SPKI PEM form (`forge keys init` writes one)'], { cause: error });
+  }
   const log = pino({
     level: env.LOG_LEVEL,
     base: { app: 'forge-dispatcher', pid: process.pid },
@@ -21,7 +28,8 @@ runMain('forge-dispatcher', async () => {
     retentionMs: env.FORGE_RESULT_RETENTION_MS,
     bodyLimit: env.FORGE_BODY_LIMIT_BYTES,
     approval: env.FORGE_APPROVAL,
-    apiKeys: env.FORGE_API_KEYS,
+    tokens,
+    devMode: env.FORGE_DEV_MODE,
     scopes: env.FORGE_SCOPES,
     defaultScope: env.FORGE_DEFAULT_SCOPE,
     catalogRefreshMs: env.FORGE_CATALOG_REFRESH_MS,
@@ -29,6 +37,7 @@ runMain('forge-dispatcher', async () => {
     log,
   });
   const address = await dispatcher.app.listen({ port: env.PORT, host: env.HOST });
+  if (env.FORGE_DEV_MODE) log.warn('FORGE_DEV_MODE is on: requests without a token are served as an anonymous agent');
   log.info({ address, id: dispatcher.id }, 'dispatcher listening');
   return { log, stop: () => dispatcher.close(), forceExitAfterMs: env.FORGE_SHUTDOWN_GRACE_MS };
 });

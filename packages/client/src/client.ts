@@ -21,9 +21,13 @@ import { Agent, request } from 'undici';
 export interface FleetClientOptions {
   /** The dispatcher's base URL, e.g. `http://127.0.0.1:8080`. */
   readonly url: string;
-  /** Sent as `Authorization: Bearer <apiKey>`; grants host-tier tools under the tier policy. */
-  readonly apiKey?: string;
-  /** Sent as `x-forge-task`: selects the capability scope of this client's calls. */
+  /**
+   * The agent capability token (`forge token mint`), sent as
+   * `Authorization: Bearer <token>`: who the agent is, its scope and its
+   * Host-tier grants. Required unless the dispatcher runs in dev mode.
+   */
+  readonly token?: string;
+  /** Dev mode only (anonymous callers): sent as `x-forge-task` to pick the scope. Token holders get theirs from the token. */
   readonly task?: string;
   /** Keep-alive connections to the dispatcher. @defaultValue 64 */
   readonly connections?: number;
@@ -75,7 +79,7 @@ export class FleetClient {
     this.#agent = new Agent({ connections: options.connections ?? 64, keepAliveTimeout: 60_000, pipelining: 1 });
     this.#headers = {
       'content-type': 'application/json',
-      ...(options.apiKey === undefined ? {} : { authorization: `Bearer ${options.apiKey}` }),
+      ...(options.token === undefined ? {} : { authorization: `Bearer ${options.token}` }),
       ...(options.task === undefined ? {} : { 'x-forge-task': options.task }),
     };
     this.#timeoutMs = options.timeoutMs ?? 60_000;

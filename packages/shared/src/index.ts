@@ -92,6 +92,7 @@ export { queueName, fleetKeys, DEFAULT_FLEET_PREFIX, FLEET_PREFIX_PATTERN, type 
 // config
 export { parseConfig, RedisUrl, FleetEnv, envInt } from './config/parse.js';
 export { secretFromEnv } from './config/secrets.js';
+export { Role, TokenClaims, type MintOptions, mintToken, generateTokenKeys, TokenVerifier, DEFAULT_TOKEN_AUDIENCE } from './auth/tokens.js';
 
 // process
 export { runMain, lazyChild, type RunningProcess, type LifecycleLogger, type ChildCapableLogger } from './process/run-main.js';

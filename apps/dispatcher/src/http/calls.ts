@@ -7,15 +7,14 @@ import {
   isFinalStatus,
   isFleetError,
   MAX_WAIT_MS,
-  type ScopeRegistry,
   SubmitBatchRequest,
   SubmitCallRequest,
   ToolCallId,
 } from '@forge-fleet/shared';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import type { ApiKeys } from '../approvals/policy.js';
-import type { Caller, CallService } from '../pipeline/call-service.js';
+import { type Authenticator, type Caller, requireRole } from '../auth/authenticator.js';
+import type { CallService } from '../pipeline/call-service.js';
 import { errorBody } from './errors.js';
 
 const WaitQuery = z.object({
@@ -33,13 +32,11 @@ function parse<S extends z.ZodType>(schema: S, value: unknown, what: string): z.
   return r.data;
 }
 
-/** Resolves the caller's scope from `x-forge-task` and grants from its API key. */
-export function callerOf(request: FastifyRequest, scopes: ScopeRegistry, keys: ApiKeys): Caller {
-  const header = request.headers['x-forge-task'];
-  const taskType = Array.isArray(header) ? header[0] : header;
-  const scope = scopes.resolve(taskType === '' ? undefined : taskType);
-  if (scope === undefined) throw new BadRequestError(`unknown task type '${String(taskType)}' in x-forge-task; known: ${scopes.taskTypes().join(', ') || 'none'}`);
-  return { scope, authorization: keys.authenticate(request.headers.authorization) };
+/** The caller of a call route: authenticated, and in a role that may call tools. */
+async function callerOf(request: FastifyRequest, auth: Authenticator): Promise<Caller> {
+  const caller = await auth.caller(request.headers);
+  requireRole(caller, 'call tools', ['agent', 'admin']);
+  return caller;
 }
 
 /**
@@ -58,10 +55,10 @@ function clientGone(request: FastifyRequest, reply: FastifyReply): AbortSignal {
 const statusOf = (view: CallView): number => (isFinalStatus(view.status) ? 200 : 202);
 
 /** `/v1/calls`: submit, read (and await), cancel. */
-export function callRoutes(calls: CallService, scopes: ScopeRegistry, keys: ApiKeys) {
+export function callRoutes(calls: CallService, auth: Authenticator) {
   return (app: FastifyInstance): void => {
     app.post('/v1/calls', async (request, reply) => {
-      const caller = callerOf(request, scopes, keys);
+      const caller = await callerOf(request, auth);
       const { wait } = parse(WaitQuery, request.query, 'query');
       const body = parse(SubmitCallRequest, request.body, 'body');
       const view = await calls.submit(body, caller, wait, clientGone(request, reply));
@@ -71,7 +68,7 @@ export function callRoutes(calls: CallService, scopes: ScopeRegistry, keys: ApiK
     // Several calls in one request; each is answered on its own NDJSON line as soon as it ends (or its wait runs out),
     // so a slow call never holds back a fast one. Clients batch the calls they make at the same moment.
     app.post('/v1/calls/batch', async (request, reply) => {
-      const caller = callerOf(request, scopes, keys);
+      const caller = await callerOf(request, auth);
       const { wait } = parse(WaitQuery, request.query, 'query');
       const { calls: items } = parse(SubmitBatchRequest, request.body, 'body');
       const signal = clientGone(request, reply);
@@ -100,15 +97,17 @@ export function callRoutes(calls: CallService, scopes: ScopeRegistry, keys: ApiK
     });
 
     app.get<{ Params: { id: string } }>('/v1/calls/:id', async (request, reply) => {
+      const caller = await callerOf(request, auth);
       const id = parse(ToolCallId, request.params.id, 'call id');
       const { wait } = parse(WaitQuery, request.query, 'query');
-      const view = await calls.get(id, wait, clientGone(request, reply));
+      const view = await calls.get(id, wait, caller, clientGone(request, reply));
       return reply.status(statusOf(view)).send(view);
     });
 
     app.post<{ Params: { id: string } }>('/v1/calls/:id/cancel', async (request, reply) => {
+      const caller = await callerOf(request, auth);
       const id = parse(ToolCallId, request.params.id, 'call id');
-      return reply.status(200).send(await calls.cancel(id));
+      return reply.status(200).send(await calls.cancel(id, caller));
     });
   };
 }

@@ -3,7 +3,7 @@ import {
   admitToolCall,
   type ApprovalHandler,
   type AuditLogger,
-  type Authorization,
+  BadRequestError,
   CallNotFoundError,
   type CallEnvelope,
   type CallView,
@@ -14,7 +14,6 @@ import {
   InternalError,
   isFinalStatus,
   lazyChild,
-  type NamedScope,
   NoWorkerError,
   type ReplyMessage,
   type RiskSignalQueue,
@@ -24,14 +23,9 @@ import {
 import { type CallRecord, type CallStore, publishReply, queueFor, type ReplyInbox, type Submitted, type TierQueues, viewOf } from '@forge-fleet/store';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
+import type { Caller } from '../auth/authenticator.js';
 import type { CatalogView } from '../catalog/catalog-view.js';
 import type { CallSigner } from '../signing/call-signer.js';
-
-/** Who is asking, as the HTTP layer found out. */
-export interface Caller {
-  readonly scope: NamedScope;
-  readonly authorization: Authorization | undefined;
-}
 
 export interface CallServiceDeps {
   readonly dispatcherId: string;
@@ -50,6 +44,16 @@ export interface CallServiceDeps {
 
 /** How long a cancel request waits for a running call's worker to confirm. */
 const CANCEL_CONFIRM_MS = 5000;
+
+/**
+ * Whether the caller may see and cancel a call: its submitter, or an admin.
+ * Calls submitted anonymously (dev mode) are anyone's. Others' calls are
+ * answered as not found, so ids reveal nothing.
+ */
+function ownedBy(record: CallRecord, caller: Caller): boolean {
+  const owner = record.envelope?.caller;
+  return owner === undefined || caller.role === 'admin' || owner === caller.subject;
+}
 
 function viewOfReply(message: ReplyMessage): CallView {
   return { id: message.id, status: message.status, result: message.result };
@@ -89,17 +93,18 @@ export class CallService {
       replyTo: d.dispatcherId,
       enqueuedAt: now,
       ...(request.expireAfterMs === undefined ? {} : { deadline: now + request.expireAfterMs }),
-      ...(caller.authorization === undefined ? {} : { caller: caller.authorization.subject }),
+      ...(caller.subject === undefined ? {} : { caller: caller.subject }),
     };
     const log = lazyChild(d.log, { callId: call.id, tool: call.name, tier: definition.tier });
-    // A second submission of a taken id answers for the existing call.
-    const resubmitted = (status: string): Promise<CallView> => {
-      log.info({ status }, 'call id already submitted; answering for the existing call');
-      return this.get(call.id, waitMs, signal);
+    // A second submission of a taken id answers for the existing call — if it is the caller's own.
+    const resubmitted = (existing: CallRecord): Promise<CallView> => {
+      if (!ownedBy(existing, caller)) throw new BadRequestError(`call id '${call.id}' is taken by another caller; submit with another id (or none)`);
+      log.info({ status: existing.status }, 'call id already submitted; answering for the existing call');
+      return this.get(call.id, waitMs, caller, signal);
     };
     if (admission.status === 'awaiting_approval') {
       const created = await d.store.create({ id: call.id, name: call.name, status: 'awaiting_approval', replyTo: d.dispatcherId, envelope, reason: admission.reason });
-      if (!created.created) return resubmitted(created.existing.status);
+      if (!created.created) return resubmitted(created.existing);
       log.info({ waitingFor: admission.waitingFor }, 'call awaiting approval');
       return { id: call.id, status: 'awaiting_approval', reason: admission.reason };
     }
@@ -121,7 +126,7 @@ export class CallService {
     }
     if (!submitted.created) {
       listening?.stop();
-      return resubmitted(submitted.existing.status);
+      return resubmitted(submitted.existing);
     }
     if (submitted.live === 0 && (await d.store.withdraw(call.id, token))) {
       listening?.stop();
@@ -139,9 +144,9 @@ export class CallService {
    * The call's view, waiting up to `waitMs` for it to end.
    * @throws CallNotFoundError
    */
-  async get(id: string, waitMs: number, signal?: AbortSignal): Promise<CallView> {
+  async get(id: string, waitMs: number, caller: Caller, signal?: AbortSignal): Promise<CallView> {
     const record = waitMs > 0 ? await this.d.store.watch(id, this.d.dispatcherId) : await this.d.store.get(id);
-    if (record === undefined) throw new CallNotFoundError(id);
+    if (record === undefined || !ownedBy(record, caller)) throw new CallNotFoundError(id);
     return this.#await(record, waitMs, signal);
   }
 
@@ -150,10 +155,10 @@ export class CallService {
    * signal fired and ends when the worker confirms.
    * @throws CallNotFoundError
    */
-  async cancel(id: string): Promise<CallView> {
+  async cancel(id: string, caller: Caller): Promise<CallView> {
     const d = this.d;
     const record = await d.store.get(id);
-    if (record === undefined) throw new CallNotFoundError(id);
+    if (record === undefined || !ownedBy(record, caller)) throw new CallNotFoundError(id);
     const cancelled = errorResult({ id, name: record.name }, new CancelledError(record.name, 'cancelled by its caller'));
     const outcome = await d.store.cancel(id, cancelled);
     d.log.info({ callId: id, tool: record.name, outcome: outcome.state }, 'cancel requested');

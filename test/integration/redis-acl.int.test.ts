@@ -1,0 +1,406 @@
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { freePort } from '@forge-fleet/local-redis';
+import { type AuditEntry, type CallEnvelope, fleetKeys, queueName, type ReplyMessage, type Tier, ToolDefinition, type ToolResult } from '@forge-fleet/shared';
+import { CallStore, Catalog, RedisAuditLogger, ReplyInbox, ReplyPublisher, TierQueues } from '@forge-fleet/store';
+import { type Job, Queue, Worker } from 'bullmq';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROOT } from '../fixtures/fleet.js';
+
+/**
+ * The generated ACL file, loaded by a redis-server of this file's own, with
+ * real BullMQ and the fleet's own store classes connecting as each role.
+ */
+
+const GENERATOR = join(ROOT, 'scripts', 'redis-acl.mjs');
+const prefix = `acl${randomBytes(4).toString('hex')}`;
+const keys = fleetKeys(prefix);
+const pools = ['gpu', 'cpu'];
+const roles = ['dispatcher', 'worker-platform', 'worker-embedded', 'worker-host', 'worker-host-gpu', 'worker-host-cpu', 'admin'] as const;
+type Role = (typeof roles)[number];
+
+const passwordVar = (role: Role): string => `FORGE_REDIS_PASSWORD_${role.toUpperCase().replace(/-/g, '_')}`;
+const passwords = Object.fromEntries(roles.map((r) => [r, randomBytes(18).toString('base64url')])) as Record<Role, string>;
+
+interface LayoutUser {
+  readonly role: string;
+  readonly name: string;
+  readonly queues: readonly string[];
+  readonly keys: readonly string[];
+  readonly channels: readonly string[];
+}
+
+function generate(args: readonly string[], env: Record<string, string> = {}): string {
+  return execFileSync(process.execPath, [GENERATOR, ...args], { cwd: ROOT, env: { ...process.env, ...env }, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+}
+
+/** Redis glob (`*` only: the generator refuses names holding other metacharacters) as a RegExp. */
+const globToRegExp = (glob: string): RegExp => new RegExp(`^${glob.split('*').map((s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('.*')}$`);
+
+let dir: string;
+let server: ChildProcess;
+let port: number;
+const connections: Redis[] = [];
+
+function connect(role: Role): Redis {
+  const redis = new Redis(`redis://127.0.0.1:${port}`, { username: `${prefix}-${role}`, password: passwords[role], maxRetriesPerRequest: null });
+  // ioredis also emits a refused SELECT as an 'error' event; the tests assert on the command's own rejection.
+  redis.on('error', () => {});
+  connections.push(redis);
+  return redis;
+}
+
+/** Starts redis-server with `aclFile` and resolves once it accepts connections (or rejects with its output). */
+function startServer(aclFile: string, serverPort: number): Promise<ChildProcess> {
+  const child = spawn('redis-server', ['--port', String(serverPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--aclfile', aclFile], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  return new Promise((resolve, reject) => {
+    const onData = (chunk: Buffer): void => {
+      output += chunk.toString();
+      if (output.includes('Ready to accept connections')) resolve(child);
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`redis-server exited (${code}):\n${output}`)));
+    child.once('error', reject);
+  });
+}
+
+async function stopServer(child: ChildProcess | undefined): Promise<void> {
+  if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGTERM');
+  await exited;
+}
+
+const envelope = (id: string, tier: Tier, replyTo: string): CallEnvelope => ({
+  v: 1,
+  call: { id, name: 'echo', arguments: { text: 'hi' } },
+  tier,
+  replyTo,
+  enqueuedAt: Date.now(),
+});
+const echoDefinition = ToolDefinition.parse({ name: 'echo', description: 'Echoes its input.', tier: 'platform' });
+
+/** Opens a queue as `role` with a connection of its own (BullMQ defines its scripts on it). */
+function queueAs(role: Role, name: string): Queue {
+  return new Queue(name, { connection: connect(role), prefix });
+}
+
+/** Runs a Worker as `role` until it has completed one job, then closes it; returns what it processed. */
+async function completeOne(role: Role, name: string): Promise<Job> {
+  const worker = new Worker(name, (job) => Promise.resolve({ echoed: job.data as unknown }), { connection: connect(role), prefix, autorun: true });
+  try {
+    return await new Promise<Job>((resolve, reject) => {
+      worker.on('completed', (job) => resolve(job));
+      worker.on('failed', (_job, error) => reject(error));
+      worker.on('error', reject);
+    });
+  } finally {
+    await worker.close();
+  }
+}
+
+const NOPERM = /NOPERM/;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'forge-acl-'));
+  const aclFile = join(dir, 'fleet.acl');
+  const env = Object.fromEntries(roles.map((r) => [passwordVar(r), passwords[r]]));
+  generate(['--prefix', prefix, '--host-pools', pools.join(','), '--admin', '--out', aclFile, '--passwords-file', join(dir, 'unused.env')], env);
+  port = await freePort();
+  server = await startServer(aclFile, port);
+});
+
+afterAll(async () => {
+  for (const c of connections) c.disconnect();
+  await stopServer(server);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('the ACL generator', () => {
+  it('names queues and keys exactly as packages/shared does', () => {
+    const users = JSON.parse(generate(['--prefix', prefix, '--host-pools', pools.join(','), '--layout'])) as LayoutUser[];
+    const byRole = new Map(users.map((u) => [u.role, u]));
+    expect(byRole.get('worker-platform')?.queues).toEqual([queueName(prefix, 'platform')]);
+    expect(byRole.get('worker-embedded')?.queues).toEqual([queueName(prefix, 'embedded')]);
+    expect(byRole.get('worker-host')?.queues).toEqual([queueName(prefix, 'host')]);
+    for (const pool of pools) expect(byRole.get(`worker-host-${pool}`)?.queues).toEqual([queueName(prefix, 'host', pool)]);
+    expect(byRole.get('dispatcher')?.queues).toEqual([...(['platform', 'embedded', 'host'] as const).map((t) => queueName(prefix, t)), ...pools.map((p) => queueName(prefix, 'host', p))]);
+
+    const matches = (user: LayoutUser | undefined, key: string): boolean => (user?.keys ?? []).some((k) => globToRegExp(k.replace(/^(%[RW]+)?~/, '')).test(key));
+    const worker = byRole.get('worker-platform');
+    for (const key of [keys.call('c1'), keys.watchers('c1'), keys.replies('d1'), keys.catalogDefinitions, keys.catalogLeases('echo'), `${prefix}:${queueName(prefix, 'platform')}:wait`]) {
+      expect(matches(worker, key), key).toBe(true);
+    }
+    // Workers audit the forged calls they refuse: they may append to the audit stream, never read it.
+    expect(worker?.keys.filter((k) => globToRegExp(k.replace(/^(%[RW]+)?~/, '')).test(keys.audit))).toEqual([`%W~${keys.audit}`]);
+    expect(matches(worker, `${prefix}:${queueName(prefix, 'host')}:wait`)).toBe(false);
+    expect(matches(byRole.get('dispatcher'), keys.audit)).toBe(true);
+    expect(worker?.channels).toEqual(expect.arrayContaining([keys.cancelChannel, keys.catalogChannel]));
+  });
+
+  it('keeps the committed infra/redis/fleet.acl in step with the generator', () => {
+    const committed = readFileSync(join(ROOT, 'infra', 'redis', 'fleet.acl'), 'utf8');
+    expect(committed).toBe(generate(['--template', '--admin']));
+    // No usable secret: every user is off and carries no password.
+    for (const line of committed.trim().split('\n')) {
+      expect(line).toMatch(/^user \S+ off /);
+      expect(line).not.toMatch(/ (>|#|nopass)/);
+    }
+  });
+
+  it('lets nobody in with the committed file', async () => {
+    const otherPort = await freePort();
+    const other = await startServer(join(ROOT, 'infra', 'redis', 'fleet.acl'), otherPort);
+    // No ready check: its INFO would be refused (nobody is logged in) and ioredis would hang up.
+    const probe = new Redis(`redis://127.0.0.1:${otherPort}`, { lazyConnect: true, enableReadyCheck: false, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    probe.on('error', () => {});
+    try {
+      await probe.connect();
+      await expect(probe.call('AUTH', 'forge-dispatcher', 'anything')).rejects.toThrow(/WRONGPASS/);
+      await expect(probe.call('AUTH', 'forge-worker-platform', '')).rejects.toThrow(/WRONGPASS/);
+      await expect(probe.get('x')).rejects.toThrow(/NOAUTH/);
+    } finally {
+      probe.disconnect();
+      await stopServer(other);
+    }
+  });
+
+  it('refuses names that would be glob patterns', () => {
+    expect(() => generate(['--template', '--host-pools', 'gpu*'])).toThrow(/host pool 'gpu\*'/);
+    expect(() => generate(['--template', '--prefix', 'a[b]'])).toThrow(/prefix 'a\[b\]'/);
+  });
+});
+
+describe('a sandbox (platform) worker under the ACL', () => {
+  const platform = queueName(prefix, 'platform');
+  const host = queueName(prefix, 'host');
+  let hostJobId: string;
+  let hostQueueAsDispatcher: Queue;
+
+  beforeAll(async () => {
+    hostQueueAsDispatcher = queueAs('dispatcher', host);
+    hostJobId = (await hostQueueAsDispatcher.add('shell', { cmd: 'id' })).id!;
+  });
+  afterAll(async () => {
+    await hostQueueAsDispatcher.close();
+  });
+
+  it('takes and completes its own jobs', async () => {
+    const queue = queueAs('dispatcher', platform);
+    try {
+      const added = await queue.add('echo', { text: 'hi' });
+      const done = await completeOne('worker-platform', platform);
+      expect(done.id).toBe(added.id);
+      expect(done.returnvalue).toEqual({ echoed: { text: 'hi' } });
+    } finally {
+      await queue.close();
+    }
+  });
+
+  it('cannot read host jobs', async () => {
+    const redis = connect('worker-platform');
+    await expect(redis.hgetall(`${prefix}:${host}:${hostJobId}`)).rejects.toThrow(NOPERM);
+    await expect(redis.lrange(`${prefix}:${host}:wait`, 0, -1)).rejects.toThrow(NOPERM);
+    const hostQueue = queueAs('worker-platform', host);
+    try {
+      await expect(hostQueue.getJob(hostJobId)).rejects.toThrow(NOPERM);
+      await expect(hostQueue.getJobCounts('wait')).rejects.toThrow(NOPERM);
+    } finally {
+      await hostQueue.close();
+    }
+  });
+
+  it('cannot take host jobs: a Worker on the host queue is refused and the job stays waiting', async () => {
+    let processed = 0;
+    let taken: (job: Job) => void = () => {};
+    const worker = new Worker(
+      host,
+      (job) => {
+        processed++;
+        taken(job);
+        return Promise.resolve();
+      },
+      { connection: connect('worker-platform'), prefix, autorun: true },
+    );
+    try {
+      // Whichever comes first: the refusal, or (were the ACL too wide) the job. A listener for the whole run:
+      // BullMQ prints errors emitted while nobody listens.
+      const outcome = await new Promise<Error | Job>((resolve) => {
+        taken = resolve;
+        worker.on('error', resolve);
+      });
+      expect(outcome).toBeInstanceOf(Error);
+      expect((outcome as Error).message).toMatch(NOPERM);
+    } finally {
+      await worker.close(true);
+    }
+    expect(processed).toBe(0);
+    expect(await hostQueueAsDispatcher.getJobState(hostJobId)).toBe('waiting');
+    // The primitive moveToActive is built on, refused inside a script too (Redis checks each call's keys).
+    const redis = connect('worker-platform');
+    await expect(redis.eval(`return redis.call('RPOPLPUSH', KEYS[1], KEYS[2])`, 2, `${prefix}:${host}:wait`, `${prefix}:${host}:active`)).rejects.toThrow(NOPERM);
+    await expect(redis.eval(`return redis.call('RPOPLPUSH', '${prefix}:${host}:wait', '${prefix}:${host}:active')`, 0)).rejects.toThrow(/can't access at least one of the keys/);
+  });
+
+  it('cannot alter or add host jobs', async () => {
+    const redis = connect('worker-platform');
+    const jobKey = `${prefix}:${host}:${hostJobId}`;
+    await expect(redis.del(jobKey)).rejects.toThrow(NOPERM);
+    await expect(redis.hset(jobKey, 'data', '{"cmd":"rm -rf /"}')).rejects.toThrow(NOPERM);
+    await expect(redis.lpush(`${prefix}:${host}:wait`, 'forged')).rejects.toThrow(NOPERM);
+    const hostQueue = queueAs('worker-platform', host);
+    try {
+      await expect(hostQueue.add('shell', { cmd: 'id' })).rejects.toThrow(NOPERM);
+    } finally {
+      await hostQueue.close();
+    }
+    const job = await hostQueueAsDispatcher.getJob(hostJobId);
+    expect(job?.data).toEqual({ cmd: 'id' });
+  });
+
+  it('cannot switch databases, list keys, flush or reconfigure the server, nor read the audit stream it appends to', async () => {
+    const redis = connect('worker-platform');
+    await expect(redis.select(1)).rejects.toThrow(NOPERM);
+    await expect(redis.keys('*')).rejects.toThrow(NOPERM);
+    await expect(redis.scan(0)).rejects.toThrow(NOPERM);
+    await expect(redis.flushall()).rejects.toThrow(NOPERM);
+    await expect(redis.flushdb()).rejects.toThrow(NOPERM);
+    await expect(redis.config('GET', '*')).rejects.toThrow(NOPERM);
+    await expect(redis.call('ACL', 'LIST')).rejects.toThrow(NOPERM);
+    await expect(redis.xadd(keys.audit, '*', 'kind', 'audit', 'entry', '{}')).resolves.toMatch(/^\d+-\d+$/);
+    await expect(redis.xrange(keys.audit, '-', '+')).rejects.toThrow(NOPERM);
+    await expect(redis.get(`${prefix}-other-fleet`)).rejects.toThrow(NOPERM);
+  });
+});
+
+describe('the dispatcher under the ACL', () => {
+  it('enqueues on every tier and pool queue', async () => {
+    const names = [...(['platform', 'embedded', 'host'] as const).map((t) => queueName(prefix, t)), ...pools.map((p) => queueName(prefix, 'host', p))];
+    for (const name of names) {
+      const queue = queueAs('dispatcher', name);
+      try {
+        const job = await queue.add('probe', { to: name });
+        expect(await queue.getJobState(job.id!)).toBe('waiting');
+        await job.remove();
+      } finally {
+        await queue.close();
+      }
+    }
+  });
+
+  it('reads the catalog but cannot write it', async () => {
+    const redis = connect('dispatcher');
+    await expect(redis.hgetall(keys.catalogDefinitions)).resolves.toEqual({});
+    await expect(redis.hset(keys.catalogDefinitions, 'echo', '{}')).rejects.toThrow(NOPERM);
+    await expect(redis.zadd(keys.catalogLeases('echo'), Date.now() + 60_000, 'fake-worker')).rejects.toThrow(NOPERM);
+  });
+
+  it('cannot switch databases or flush', async () => {
+    const redis = connect('dispatcher');
+    await expect(redis.select(1)).rejects.toThrow(NOPERM);
+    await expect(redis.flushall()).rejects.toThrow(NOPERM);
+    await expect(redis.keys('*')).rejects.toThrow(NOPERM);
+  });
+});
+
+describe('host pools under the ACL', () => {
+  it('a pool worker serves its pool queue only', async () => {
+    const gpu = queueName(prefix, 'host', 'gpu');
+    const queue = queueAs('dispatcher', gpu);
+    try {
+      const added = await queue.add('render', { frame: 1 });
+      expect((await completeOne('worker-host-gpu', gpu)).id).toBe(added.id);
+    } finally {
+      await queue.close();
+    }
+    const redis = connect('worker-host-gpu');
+    for (const other of [queueName(prefix, 'host'), queueName(prefix, 'host', 'cpu'), queueName(prefix, 'platform')]) {
+      await expect(redis.lrange(`${prefix}:${other}:wait`, 0, -1), other).rejects.toThrow(NOPERM);
+    }
+  });
+
+  it('the pool-less host worker cannot reach pool queues', async () => {
+    const redis = connect('worker-host');
+    await expect(redis.lrange(`${prefix}:${queueName(prefix, 'host')}:wait`, 0, -1)).resolves.toBeInstanceOf(Array);
+    await expect(redis.lrange(`${prefix}:${queueName(prefix, 'host', 'gpu')}:wait`, 0, -1)).rejects.toThrow(NOPERM);
+  });
+});
+
+describe('the fleet’s own Redis code under the ACL', () => {
+  it('records, enqueues, runs, answers and audits a call with each role doing its part', async () => {
+    const dispatcherCommands = connect('dispatcher');
+    const dispatcherQueues = connect('dispatcher');
+    const dispatcherBlocking = connect('dispatcher');
+    const workerCommands = connect('worker-platform');
+    const retention = 60_000;
+    const dispatcherId = `d-${randomUUID()}`;
+    const watcherId = `d-${randomUUID()}`;
+
+    // Worker side: announce the tool (ANNOUNCE_TOOLS script + PUBLISH).
+    const workerCatalog = new Catalog(workerCommands, keys);
+    await workerCatalog.announce('w1', [echoDefinition], 60_000, { notify: true });
+    const snapshot = await new Catalog(dispatcherCommands, keys).snapshot();
+    expect(snapshot.get('echo')?.liveWorkers).toBe(1);
+
+    // Dispatcher side: the submit pipeline (EVAL CREATE_CALL + ZCOUNT + BullMQ addJob on one connection).
+    const inbox = new ReplyInbox(dispatcherBlocking, keys, dispatcherId);
+    inbox.start();
+    const queues = new TierQueues(dispatcherQueues, keys, retention);
+    const dispatcherStore = new CallStore(dispatcherCommands, keys, retention);
+    const id = randomUUID();
+    const env = envelope(id, 'platform', dispatcherId);
+    try {
+      const submitted = await queues.submit({ id, name: 'echo', status: 'queued', replyTo: dispatcherId, envelope: env }, echoDefinition);
+      expect(submitted).toEqual({ created: true, live: 1 });
+      expect((await dispatcherStore.watch(id, watcherId))?.status).toBe('queued');
+      const reply = inbox.wait(id, 20_000);
+
+      // Worker side: BullMQ takes the job; our scripts start and finish the call (inline LPUSH to the submitter).
+      const workerStore = new CallStore(workerCommands, keys, retention);
+      const result: ToolResult = { toolCallId: id, name: 'echo', content: 'hi', isError: false };
+      const worker = new Worker(
+        queueName(prefix, 'platform'),
+        async (job: Job<CallEnvelope>) => {
+          expect((await workerStore.start(job.data.call.id, 'w1')).outcome).toBe('started');
+          const targets = await workerStore.finish(job.data.call.id, 'completed', result, { replyTo: job.data.replyTo });
+          await new ReplyPublisher(workerCommands, keys).publish(targets ?? [], { v: 1, id: job.data.call.id, status: 'completed', result });
+          return targets;
+        },
+        { connection: connect('worker-platform'), prefix, autorun: true },
+      );
+      let targets: unknown;
+      try {
+        targets = await new Promise((resolve, reject) => {
+          worker.on('completed', (_job, value) => resolve(value));
+          worker.on('failed', (_job, error) => reject(error));
+          worker.on('error', reject);
+        });
+      } finally {
+        await worker.close();
+      }
+      expect(targets).toEqual([watcherId]);
+      expect(await reply).toMatchObject({ id, status: 'completed', result } satisfies Partial<ReplyMessage>);
+      // The reply to the other dispatcher went out through ReplyPublisher (LPUSH + PEXPIRE).
+      expect(await dispatcherCommands.lrange(keys.replies(watcherId), 0, -1)).toHaveLength(1);
+      expect((await dispatcherStore.get(id))?.status).toBe('completed');
+
+      // Dispatcher side: audit (XADD on a write-only key), cancel and withdraw scripts.
+      const entry: AuditEntry = { at: new Date().toISOString(), callId: id, tool: 'echo', errorCategory: 'out_of_scope', scopeAtListing: null, scopeAtDispatch: 'echo' };
+      await new RedisAuditLogger(dispatcherCommands, keys).record(entry);
+      await expect(dispatcherCommands.xrange(keys.audit, '-', '+')).rejects.toThrow(NOPERM);
+      expect(await dispatcherStore.cancel(id, result)).toEqual({ state: 'final' });
+      await workerCatalog.withdraw('w1', ['echo']);
+    } finally {
+      await inbox.stop();
+      await queues.close();
+    }
+  });
+});
