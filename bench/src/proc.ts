@@ -1,13 +1,20 @@
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { deriveQueueKey, queueName } from '@forge-fleet/shared';
+import { readdirSync, readFileSync } from 'node:fs';
+import { deriveQueueKey, generateTokenKeys, mintToken, queueName } from '@forge-fleet/shared';
 
-/** A fresh call-signing secret: the dispatcher's environment, and the platform worker's (its queue's key only). */
-export function signingEnv(prefix: string): { dispatcher: Record<string, string>; platformWorker: Record<string, string> } {
+/**
+ * Fresh keys for a benchmark fleet, as `npm start` makes them: the
+ * dispatcher's signing secret and token public key, the platform worker's
+ * queue key, and a token for the agents. The fleet arm runs the production
+ * path: every request is authenticated, every call signed and verified.
+ */
+export async function fleetSecrets(prefix: string): Promise<{ dispatcher: Record<string, string>; platformWorker: Record<string, string>; agent: Record<string, string> }> {
   const secret = randomBytes(32);
+  const tokenKeys = generateTokenKeys();
   return {
-    dispatcher: { FORGE_SIGNING_SECRET: secret.toString('base64url') },
+    dispatcher: { FORGE_SIGNING_SECRET: secret.toString('base64url'), FORGE_TOKEN_PUBLIC_KEY: tokenKeys.publicKeyPem },
     platformWorker: { FORGE_CALL_KEY: deriveQueueKey(secret, queueName(prefix, 'platform')).toString('base64url') },
+    agent: { FORGE_TOKEN: await mintToken(tokenKeys.privateKeyPem, { subject: 'bench-agent', expiresInSeconds: 3600 }) },
   };
 }
 
@@ -38,6 +45,35 @@ export function cpuMs(pid: number): number {
   } catch {
     return Number.NaN;
   }
+}
+
+/** The process's descendants (sandbox processes of a worker, under their `unshare`), from /proc. */
+export function descendants(pid: number): number[] {
+  const found: number[] = [];
+  const visit = (p: number): void => {
+    let children: number[] = [];
+    try {
+      for (const task of readdirSync(`/proc/${p}/task`)) {
+        children = children.concat(readFileSync(`/proc/${p}/task/${task}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number));
+      }
+    } catch {
+      return;
+    }
+    for (const child of children) {
+      found.push(child);
+      visit(child);
+    }
+  };
+  visit(pid);
+  return found;
+}
+
+/** CPU time of a process and everything it started (a worker and its sandbox processes), in milliseconds. */
+export function treeCpuMs(pid: number): number {
+  return [pid, ...descendants(pid)].reduce((sum, p) => {
+    const ms = cpuMs(p);
+    return Number.isNaN(ms) ? sum : sum + ms;
+  }, 0);
 }
 
 /** Peak resident memory (VmHWM) of a process, in MB. */

@@ -10,7 +10,7 @@ import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, startLocalRedis } from '@forge-fleet/local-redis';
-import { nodeArgsFor, signingEnv } from './proc.js';
+import { nodeArgsFor, fleetSecrets } from './proc.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const OUT = join(ROOT, 'bench', 'results', 'profiles');
@@ -75,7 +75,7 @@ rmSync(OUT, { recursive: true, force: true });
 mkdirSync(OUT, { recursive: true });
 const redis = await startLocalRedis();
 const env = { REDIS_URL: redis.url, FORGE_PREFIX: 'prof', LOG_LEVEL: 'warn' };
-const signing = signingEnv(env.FORGE_PREFIX);
+const signing = await fleetSecrets(env.FORGE_PREFIX);
 const port = await freePort();
 const url = `http://127.0.0.1:${port}`;
 const dispatcher = run(['--cpu-prof', `--cpu-prof-dir=${join(OUT, 'dispatcher')}`, ...nodeArgsFor('apps/dispatcher/bin/forge-dispatcher.js')], { ...env, ...signing.dispatcher, PORT: String(port) });
@@ -83,14 +83,14 @@ const worker = run(['--cpu-prof', `--cpu-prof-dir=${join(OUT, 'worker')}`, ...no
 try {
   for (;;) {
     try {
-      const body = (await (await fetch(`${url}/v1/tools`)).json()) as { tools: { name: string }[] };
+      const body = (await (await fetch(`${url}/v1/tools`, { headers: { authorization: `Bearer ${signing.agent.FORGE_TOKEN}` } })).json()) as { tools: { name: string }[] };
       if (body.tools.some((t) => t.name === 'noop')) break;
     } catch {
       // not up yet
     }
     await new Promise((r) => setTimeout(r, 50));
   }
-  const agent = spawn(process.execPath, ['--conditions=forge-source', '--import', 'tsx', 'bench/src/fleet-agent.ts', url, String(INFLIGHT)], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
+  const agent = spawn(process.execPath, ['--conditions=forge-source', '--import', 'tsx', 'bench/src/fleet-agent.ts', url, String(INFLIGHT)], { cwd: ROOT, env: { ...process.env, ...signing.agent }, stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
   agent.stdout.on('data', (d: Buffer) => (out += d.toString()));
   while (!out.includes('"event":"ready"')) await new Promise((r) => setTimeout(r, 20));

@@ -15,7 +15,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, startLocalRedis } from '@forge-fleet/local-redis';
 import { Redis } from 'ioredis';
-import { cpuMs, nodeArgsFor, peakRssMb, signingEnv } from './proc.js';
+import { cpuMs, fleetSecrets, nodeArgsFor, peakRssMb, treeCpuMs } from './proc.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const quick = process.argv.includes('--quick');
@@ -102,6 +102,9 @@ async function commandCount(redis: Redis): Promise<number> {
 
 const TSX = ['--conditions=forge-source', '--import', 'tsx'];
 
+/** One set of keys for the whole run: tokens verified and calls signed and checked, as in production. */
+const SECRETS = await fleetSecrets('bench');
+
 async function startServers(arm: Arm, point: Point, redisUrl: string): Promise<{ procs: Proc[]; urls: string[] }> {
   if (arm === 'raw-bullmq') {
     const worker = start('worker', [...TSX, 'bench/src/raw-worker.ts', redisUrl, 'bench', String(WORKER_CONCURRENCY)]);
@@ -109,7 +112,7 @@ async function startServers(arm: Arm, point: Point, redisUrl: string): Promise<{
     return { procs: [worker], urls: [] };
   }
   const env = { REDIS_URL: redisUrl, FORGE_PREFIX: 'bench', LOG_LEVEL: 'warn' };
-  const signing = signingEnv(env.FORGE_PREFIX);
+  const signing = SECRETS;
   const procs: Proc[] = [];
   const urls: string[] = [];
   for (let i = 0; i < point.dispatchers; i++) {
@@ -121,7 +124,7 @@ async function startServers(arm: Arm, point: Point, redisUrl: string): Promise<{
   for (const url of urls) {
     await until(`dispatcher ${url} serving noop`, async () => {
       try {
-        const body = (await (await fetch(`${url}/v1/tools`)).json()) as { tools?: { name: string }[] };
+        const body = (await (await fetch(`${url}/v1/tools`, { headers: { authorization: `Bearer ${SECRETS.agent.FORGE_TOKEN}` } })).json()) as { tools?: { name: string }[] };
         return body.tools?.some((t) => t.name === 'noop') === true;
       } catch {
         return false;
@@ -144,21 +147,22 @@ async function measure(arm: Arm, point: Point, redisUrl: string, redisPid: numbe
     const per = Math.max(1, Math.round(point.inflight / point.agents));
     for (let i = 0; i < point.agents; i++) {
       const args = arm === 'raw-bullmq' ? [...TSX, 'bench/src/raw-agent.ts', redisUrl, 'bench', String(per)] : [...TSX, 'bench/src/fleet-agent.ts', urls[i % urls.length]!, String(per)];
-      agents.push(start('agent', args));
+      agents.push(start('agent', args, arm === 'raw-bullmq' ? {} : SECRETS.agent));
     }
     await until('agents ready', () => agents.every((a) => a.out.includes('"event":"ready"')));
     // Many agent processes on two cores need longer to finish JIT-compiling before the numbers mean anything.
     await new Promise((r) => setTimeout(r, point.agents > 1 ? WARMUP_MS * 4 : WARMUP_MS));
 
     const all = [...procs, ...agents];
-    const cpuBefore = all.map((p) => cpuMs(p.child.pid!));
+    // A worker's figure includes its sandbox processes.
+    const cpuBefore = all.map((p) => treeCpuMs(p.child.pid!));
     const redisCpuBefore = cpuMs(redisPid);
     const cmdsBefore = await commandCount(redis);
     for (const a of agents) a.child.kill('SIGUSR1');
     const t0 = performance.now();
     await new Promise((r) => setTimeout(r, WINDOW_MS));
     const cmdsAfter = await commandCount(redis);
-    const cpuAfter = all.map((p) => cpuMs(p.child.pid!));
+    const cpuAfter = all.map((p) => treeCpuMs(p.child.pid!));
     const redisCpuAfter = cpuMs(redisPid);
     for (const a of agents) a.child.kill('SIGUSR2');
     const windowMs = performance.now() - t0;

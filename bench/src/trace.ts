@@ -9,19 +9,19 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { FleetClient } from '@forge-fleet/client';
 import { freePort, startLocalRedis } from '@forge-fleet/local-redis';
-import { nodeArgsFor, signingEnv } from './proc.js';
+import { nodeArgsFor, fleetSecrets } from './proc.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const CALLS = Number(process.env.TRACE_CALLS ?? 3);
 const redis = await startLocalRedis();
 const env = { ...process.env, REDIS_URL: redis.url, FORGE_PREFIX: 'trace', LOG_LEVEL: 'warn' };
-const signing = signingEnv(env.FORGE_PREFIX);
+const signing = await fleetSecrets(env.FORGE_PREFIX);
 const port = await freePort();
 const dispatcher = spawn(process.execPath, nodeArgsFor('apps/dispatcher/bin/forge-dispatcher.js'), { cwd: ROOT, env: { ...env, ...signing.dispatcher, PORT: String(port) }, stdio: 'inherit' });
 const worker = spawn(process.execPath, [...nodeArgsFor('apps/worker/bin/forge-worker.js'), '--tier', 'platform', '--tools', 'bench/src/tools.ts', '--concurrency', '256'], { cwd: ROOT, env: { ...env, ...signing.platformWorker }, stdio: 'inherit' });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 try {
-  const client = new FleetClient({ url: `http://127.0.0.1:${port}` });
+  const client = new FleetClient({ url: `http://127.0.0.1:${port}`, token: signing.agent.FORGE_TOKEN! });
   for (;;) {
     const tools = await client.tools().catch(() => []);
     if (tools.some((t) => t.name === 'noop')) break;

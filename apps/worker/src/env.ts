@@ -11,6 +11,23 @@ export const WorkerEnv = FleetEnv.extend({
   FORGE_RETRY_ATTEMPTS: envInt(3),
   /** First retry delay, doubled for each further retry. @defaultValue 200 */
   FORGE_RETRY_BACKOFF_MS: envInt(200),
+  /**
+   * Platform and Embedded handlers run in sandbox processes (docs/sandbox.md).
+   * `off` runs them in the worker process: for development only, never for
+   * untrusted tools. Host-tier workers never sandbox (their isolation is a
+   * node of their own). @defaultValue "on"
+   */
+  FORGE_SANDBOX: z.enum(['on', 'off']).default('on'),
+  /** Warm sandbox processes. @defaultValue the machine's CPU count (at least 2) */
+  FORGE_SANDBOX_SIZE: z.coerce.number().int().positive().max(256).optional(),
+  /** Calls one sandbox process runs at once (1: a process per call in flight). @defaultValue 32 */
+  FORGE_SANDBOX_CALLS_PER_PROCESS: z.coerce.number().int().positive().max(1024).optional(),
+  /** CPU seconds one call may use. @defaultValue 10 */
+  FORGE_SANDBOX_CPU_SECONDS: z.coerce.number().positive().optional(),
+  /** Memory of one sandbox process (V8 heap and data size). @defaultValue 256 */
+  FORGE_SANDBOX_MEMORY_MB: z.coerce.number().int().min(16).optional(),
+  /** Largest result one call may return. @defaultValue 1048576 */
+  FORGE_SANDBOX_OUTPUT_BYTES: z.coerce.number().int().min(1024).optional(),
 });
 export type WorkerEnv = z.infer<typeof WorkerEnv>;
 

@@ -8,3 +8,4 @@ export { WorkerPool, type WorkerPoolOptions } from './pools/worker-pool.js';
 export { loadToolsModule, selectTools } from './tools/load.js';
 export { WorkerEnv, parseWorkerEnv } from './env.js';
 export { WorkerArgs, parseWorkerArgs, USAGE } from './cli.js';
+export { startSandbox, DEFAULT_LIMITS, type Sandbox, type SandboxIsolation, type SandboxOptions, type SandboxLimits } from './sandbox/index.js';

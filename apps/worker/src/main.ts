@@ -2,11 +2,13 @@
  * `forge-worker`: serves the tools of one tier (and, for host, one pool) from
  * a tools module. Reads REDIS_URL and the FORGE_* variables (see env.ts).
  */
+import { availableParallelism } from 'node:os';
 import { runMain, secretFromEnv } from '@forge-fleet/shared';
 import { pino } from 'pino';
 import { parseWorkerArgs, USAGE } from './cli.js';
 import { parseWorkerEnv } from './env.js';
 import { WorkerPool } from './pools/worker-pool.js';
+import { type Sandbox, startSandbox } from './sandbox/index.js';
 import { loadToolsModule, selectTools } from './tools/load.js';
 
 if (process.argv.includes('--help') || process.argv.includes('-h')) {
@@ -20,7 +22,27 @@ runMain('forge-worker', async () => {
   // This queue's call-verification key only (`forge keys worker-key`): it cannot sign calls for any other queue.
   const callKey = secretFromEnv(process.env, 'FORGE_CALL_KEY', 'worker environment');
   const log = pino({ level: env.LOG_LEVEL, base: { app: 'forge-worker', tier: args.tier, pool: args.pool, pid: process.pid } });
-  const tools = selectTools(await loadToolsModule(args.tools), args.tier, args.pool);
+  let tools = selectTools(await loadToolsModule(args.tools), args.tier, args.pool);
+  // Platform and Embedded handlers leave this process: it holds the Redis connection and the queue's key.
+  let sandbox: Sandbox | undefined;
+  if (args.tier !== 'host' && env.FORGE_SANDBOX === 'on') {
+    sandbox = await startSandbox({
+      modulePath: args.tools,
+      tools,
+      size: env.FORGE_SANDBOX_SIZE ?? Math.max(2, availableParallelism()),
+      ...(env.FORGE_SANDBOX_CALLS_PER_PROCESS === undefined ? {} : { callsPerProcess: env.FORGE_SANDBOX_CALLS_PER_PROCESS }),
+      limits: {
+        ...(env.FORGE_SANDBOX_CPU_SECONDS === undefined ? {} : { cpuSeconds: env.FORGE_SANDBOX_CPU_SECONDS }),
+        ...(env.FORGE_SANDBOX_MEMORY_MB === undefined ? {} : { memoryMb: env.FORGE_SANDBOX_MEMORY_MB }),
+        ...(env.FORGE_SANDBOX_OUTPUT_BYTES === undefined ? {} : { outputBytes: env.FORGE_SANDBOX_OUTPUT_BYTES }),
+      },
+      log,
+    });
+    const box = sandbox;
+    tools = tools.map((t) => ({ definition: t.definition, executor: box.executorFor(t.definition.name) }));
+  } else if (args.tier !== 'host') {
+    log.warn('FORGE_SANDBOX=off: platform/embedded handlers run inside the worker process (development only)');
+  }
   const pool = new WorkerPool({
     redisUrl: env.REDIS_URL,
     prefix: env.FORGE_PREFIX,
@@ -38,7 +60,18 @@ runMain('forge-worker', async () => {
     callKey,
     log,
   });
-  await pool.start();
-  // The pool bounds its own shutdown: after the grace period it aborts what is still running.
-  return { log, stop: () => pool.stop() };
+  try {
+    await pool.start();
+  } catch (error) {
+    await sandbox?.close();
+    throw error;
+  }
+  // The pool bounds its own shutdown: after the grace period it aborts what is still running; then the sandbox goes.
+  return {
+    log,
+    stop: async () => {
+      await pool.stop();
+      await sandbox?.close();
+    },
+  };
 });

@@ -1,0 +1,53 @@
+import { WireError } from '@forge-fleet/shared';
+import { z } from 'zod';
+
+/**
+ * Messages between the worker and a sandbox process: one JSON object per line
+ * on file descriptor 3. stdout and stderr stay free for whatever a handler
+ * prints, so nothing a handler writes can be mistaken for a reply.
+ *
+ * The worker only ever sends well-formed messages; the sandbox side is
+ * untrusted, so only {@link SandboxReply} is parsed with a schema.
+ */
+export interface RunRequest {
+  readonly type: 'run';
+  /** This run's id within its process (several calls may run at once, even two runs of one call id). */
+  readonly runId: string;
+  readonly callId: string;
+  readonly tool: string;
+  readonly arguments: Record<string, unknown>;
+  readonly attempt: number;
+  readonly tier: string;
+  readonly trust: string;
+  /** The active skill's variables; the sandbox process itself has an empty environment. */
+  readonly env: Readonly<Record<string, string>>;
+}
+
+export interface CancelRequest {
+  readonly type: 'cancel';
+  readonly runId: string;
+  readonly reason: string;
+}
+
+export type SandboxRequest = RunRequest | CancelRequest;
+
+/** Limits a handler's failure can be attributed to from inside the sandbox. */
+export const ReportedLimit = z.enum(['memory', 'output']);
+export type ReportedLimit = z.infer<typeof ReportedLimit>;
+
+export const SandboxReply = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('ready'), tools: z.array(z.string()) }),
+  // The result is checked against ToolResult by runExecutor, as for any custom executor.
+  z.object({ type: z.literal('result'), runId: z.string(), result: z.unknown() }),
+  // A FleetError thrown by the handler keeps its code across the boundary.
+  z.object({ type: z.literal('fleet-error'), runId: z.string(), error: WireError }),
+  // Anything else thrown: only its reason crosses, as runExecutor reports it in-process.
+  z.object({ type: z.literal('thrown'), runId: z.string(), reason: z.string() }),
+  z.object({ type: z.literal('limit'), runId: z.string(), limit: ReportedLimit, detail: z.string() }),
+]);
+export type SandboxReply = z.infer<typeof SandboxReply>;
+
+/** Settings the sandbox process receives as its only command-line argument. */
+export interface RuntimeConfig {
+  readonly outputBytes: number;
+}
