@@ -50,4 +50,17 @@ describe('a fleet whose platform worker sandboxes its handlers', () => {
     // The server itself was reachable all along, from outside the sandbox.
     expect(await (await fetch(serverUrl)).text()).toBe('reached');
   });
+
+  it('refuses to start under --strict-sandbox where an isolation layer is missing, and only warns without it', async () => {
+    // No PATH: `unshare` and `prlimit` cannot be found, so no namespaces (rlimits fall back to /bin/sh ulimit).
+    const tools = join(ROOT, 'apps', 'worker', 'test', 'fixtures', 'sandbox-tools.ts');
+    const env = { PATH: '/nonexistent', FORGE_SANDBOX: 'on', FORGE_SANDBOX_SIZE: '1' };
+    const refusal = await fleet.worker({ tier: 'platform', tools, env: { ...env, FORGE_STRICT_SANDBOX: '1' } }).then(
+      () => 'started',
+      (error: unknown) => String(error),
+    );
+    expect(refusal).toMatch(/CONFIG_INVALID.*network namespace/s);
+    const lenient = await fleet.worker({ tier: 'platform', tools, env: { ...env, FORGE_STRICT_SANDBOX: '0' } });
+    expect(lenient.output()).toMatch(/sandbox layer not enforced on this machine/);
+  });
 });

@@ -6,7 +6,8 @@ import { selectTools } from './tools/load.js';
 
 describe('forge-worker command line and environment', () => {
   it('parses the documented flags with defaults', () => {
-    expect(parseWorkerArgs(['--tier', 'platform', '--tools', 'x.ts'])).toEqual({ tier: 'platform', tools: 'x.ts', concurrency: 16 });
+    expect(parseWorkerArgs(['--tier', 'platform', '--tools', 'x.ts'])).toEqual({ tier: 'platform', tools: 'x.ts', concurrency: 16, 'strict-sandbox': false });
+    expect(parseWorkerArgs(['--tier', 'platform', '--tools', 'x.ts', '--strict-sandbox'])['strict-sandbox']).toBe(true);
     expect(parseWorkerArgs(['--tier', 'external', '--pool', 'payments', '--tools', 'x.ts', '--concurrency', '4'])).toMatchObject({ tier: 'host', pool: 'payments', concurrency: 4 });
   });
 

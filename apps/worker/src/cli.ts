@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util';
 import { ConfigInvalidError, PoolName, TierInput } from '@forge-fleet/shared';
 import { z } from 'zod';
 
-export const USAGE = 'usage: forge-worker --tier <platform|embedded|host> [--pool NAME] --tools <module> [--concurrency N] [--id ID]';
+export const USAGE = 'usage: forge-worker --tier <platform|embedded|host> [--pool NAME] --tools <module> [--concurrency N] [--id ID] [--strict-sandbox]';
 
 /** The worker's command line. */
 export const WorkerArgs = z.object({
@@ -13,15 +13,17 @@ export const WorkerArgs = z.object({
   concurrency: z.coerce.number().int().positive().max(10_000).default(16),
   /** @defaultValue `<hostname>-<pid>-<random>` */
   id: z.string().regex(/^[A-Za-z0-9_.-]{1,100}$/).optional(),
+  /** Refuse to start with any sandbox isolation layer missing (see FORGE_STRICT_SANDBOX). */
+  'strict-sandbox': z.boolean().default(false),
 });
 export type WorkerArgs = z.infer<typeof WorkerArgs>;
 
 export function parseWorkerArgs(argv: readonly string[]): Readonly<WorkerArgs> {
-  let values: Record<string, string | undefined>;
+  let values: Record<string, string | boolean | undefined>;
   try {
     ({ values } = parseArgs({
       args: [...argv],
-      options: { tier: { type: 'string' }, pool: { type: 'string' }, tools: { type: 'string' }, concurrency: { type: 'string' }, id: { type: 'string' } },
+      options: { tier: { type: 'string' }, pool: { type: 'string' }, tools: { type: 'string' }, concurrency: { type: 'string' }, id: { type: 'string' }, 'strict-sandbox': { type: 'boolean' } },
       strict: true,
     }));
   } catch (error) {

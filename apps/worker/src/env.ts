@@ -26,6 +26,14 @@ export const WorkerEnv = FleetEnv.extend({
   FORGE_SANDBOX_CPU_SECONDS: z.coerce.number().positive().optional(),
   /** Memory of one sandbox process (V8 heap and data size). @defaultValue 256 */
   FORGE_SANDBOX_MEMORY_MB: z.coerce.number().int().min(16).optional(),
+  /**
+   * Refuse to start when the sandbox cannot put every isolation layer in
+   * place on this machine (or is off), instead of logging what it could not
+   * enforce. `--strict-sandbox` turns it on too.
+   * @defaultValue on when NODE_ENV=production, else off
+   */
+  FORGE_STRICT_SANDBOX: z.enum(['1', '0', 'true', 'false']).optional(),
+  NODE_ENV: z.string().optional(),
   /** Largest result one call may return. @defaultValue 1048576 */
   FORGE_SANDBOX_OUTPUT_BYTES: z.coerce.number().int().min(1024).optional(),
 });

@@ -3,12 +3,12 @@
  * a tools module. Reads REDIS_URL and the FORGE_* variables (see env.ts).
  */
 import { availableParallelism } from 'node:os';
-import { runMain, secretFromEnv } from '@forge-fleet/shared';
+import { ConfigInvalidError, runMain, secretFromEnv } from '@forge-fleet/shared';
 import { pino } from 'pino';
 import { parseWorkerArgs, USAGE } from './cli.js';
 import { parseWorkerEnv } from './env.js';
 import { WorkerPool } from './pools/worker-pool.js';
-import { type Sandbox, startSandbox } from './sandbox/index.js';
+import { type Sandbox, startSandbox, unenforced } from './sandbox/index.js';
 import { loadToolsModule, selectTools } from './tools/load.js';
 
 if (process.argv.includes('--help') || process.argv.includes('-h')) {
@@ -23,6 +23,10 @@ runMain('forge-worker', async () => {
   const callKey = secretFromEnv(process.env, 'FORGE_CALL_KEY', 'worker environment');
   const log = pino({ level: env.LOG_LEVEL, base: { app: 'forge-worker', tier: args.tier, pool: args.pool, pid: process.pid } });
   let tools = selectTools(await loadToolsModule(args.tools), args.tier, args.pool);
+  const strict = args['strict-sandbox'] || (env.FORGE_STRICT_SANDBOX === undefined ? env.NODE_ENV === 'production' : env.FORGE_STRICT_SANDBOX === '1' || env.FORGE_STRICT_SANDBOX === 'true');
+  if (strict && args.tier !== 'host' && env.FORGE_SANDBOX === 'off') {
+    throw new ConfigInvalidError('worker environment', ['FORGE_SANDBOX=off contradicts the strict sandbox (--strict-sandbox, FORGE_STRICT_SANDBOX, or NODE_ENV=production)']);
+  }
   // Platform and Embedded handlers leave this process: it holds the Redis connection and the queue's key.
   let sandbox: Sandbox | undefined;
   if (args.tier !== 'host' && env.FORGE_SANDBOX === 'on') {
@@ -38,6 +42,12 @@ runMain('forge-worker', async () => {
       },
       log,
     });
+    const missing = unenforced(sandbox.isolation);
+    if (missing.length > 0 && strict) {
+      await sandbox.close();
+      throw new ConfigInvalidError('worker sandbox', [`this machine cannot enforce: ${missing.join('; ')}`, 'run where user namespaces and prlimit are available, or drop the strict sandbox (development only)']);
+    }
+    for (const layer of missing) log.warn({ layer }, 'sandbox layer not enforced on this machine');
     const box = sandbox;
     tools = tools.map((t) => ({ definition: t.definition, executor: box.executorFor(t.definition.name) }));
   } else if (args.tier !== 'host') {

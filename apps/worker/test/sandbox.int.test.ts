@@ -1,8 +1,8 @@
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { type AddressInfo, createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { runExecutor, type Tool, type ToolCall, type ToolDefinition, type ToolResult } from '@forge-fleet/shared';
@@ -63,6 +63,7 @@ describe('sandbox: isolation', () => {
   let server: Server;
   let hits = 0;
   const secret = 'FORGE_SANDBOX_TEST_SECRET';
+  const isolationLog = memoryLogger();
 
   beforeAll(async () => {
     process.env[secret] = 'the worker must not leak this';
@@ -72,7 +73,7 @@ describe('sandbox: isolation', () => {
       res.end('reached the worker host');
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    sandbox = await startSandbox({ modulePath: MODULE, tools, log: memoryLogger().log, conditions: ['forge-source'], size: 2 });
+    sandbox = await startSandbox({ modulePath: MODULE, tools, log: isolationLog.log, conditions: ['forge-source'], size: 2 });
   });
 
   afterAll(async () => {
@@ -126,6 +127,18 @@ describe('sandbox: isolation', () => {
     const result = await sandboxed(sandbox, 'read_file', { path });
     expect(result).toMatchObject({ isError: true, error: { code: 'EXECUTION_FAILED' } });
     expect(result.content).not.toContain('top secret');
+  });
+
+  it('blocks a symlink escape: a link beside the bundle pointing at a secret elsewhere', async () => {
+    const secret = join(scratch, 'linked-secret.txt');
+    writeFileSync(secret, 'linked secret');
+    const bundle = String(isolationLog.lines.find((l) => l.msg === 'sandbox ready')?.bundle);
+    const link = join(dirname(bundle), 'escape.txt');
+    symlinkSync(secret, link);
+    expect(await inProcess('read_file', { path: link })).toMatchObject({ isError: false, content: 'linked secret' });
+    const result = await sandboxed(sandbox, 'read_file', { path: link });
+    expect(result).toMatchObject({ isError: true, error: { code: 'EXECUTION_FAILED' } });
+    expect(result.content).not.toContain('linked secret');
   });
 
   it('blocks child processes', async () => {

@@ -18,7 +18,8 @@ export interface ProbeResult {
 }
 
 function succeeds(file: string, args: readonly string[]): boolean {
-  const run = spawnSync(file, args, { stdio: 'ignore', timeout: 5_000, env: {} });
+  // Looked up on the worker's own PATH: an operator who hides a tool from the worker hides it from the probe too.
+  const run = spawnSync(file, args, { stdio: 'ignore', timeout: 5_000, env: { PATH: process.env.PATH ?? '' } });
   return run.error === undefined && run.status === 0;
 }
 
