@@ -44,6 +44,7 @@ try {
   await attempt('platform  clock', () => agent.call('clock'));
   await attempt('embedded  echo', () => agent.call('echo', { text: 'hello, fleet' }));
   await attempt('embedded  wasm_add', () => agent.call('wasm_add', { a: 2, b: 40 }));
+  await attempt('embedded  word_count (WASI)', () => agent.call('word_count', { text: 'tools at fleet scale' }));
   await attempt('host      http_get', () => agent.call('http_get', { url: `${url}/healthz` }));
   await attempt('refused   bad arguments', () => agent.call('wasm_add', { a: 'two', b: 40 }));
   await attempt('refused   host, no grant', () => limited.call('http_get', { url: `${url}/healthz` }));

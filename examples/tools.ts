@@ -5,8 +5,12 @@
  *   forge-worker --tier platform --tools examples/tools.ts
  *   forge-worker --tier embedded --tools examples/tools.ts
  *   forge-worker --tier host     --tools examples/tools.ts
+ *
+ * Platform and Embedded JavaScript handlers run in the worker's sandbox
+ * processes; `word_count` is WebAssembly and runs under WASI in worker threads.
  */
 import { defineTool } from '@forge-fleet/shared';
+import { wordCount } from './wasm-tools.js';
 
 // (module (func (export "add") (param i32 i32) (result i32) local.get 0 local.get 1 i32.add))
 const ADD_WASM = new Uint8Array([
@@ -22,6 +26,8 @@ const wasm = (globalThis as unknown as { WebAssembly: WasmApi }).WebAssembly;
 let addModule: Promise<object> | undefined;
 
 export default [
+  // A real WebAssembly (WASI) tool, built from examples/wasm/word_count.wat; it runs in the worker's WASM threads.
+  wordCount,
   defineTool({
     name: 'clock',
     description: 'The current UTC time, ISO-8601.',

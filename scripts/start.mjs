@@ -131,7 +131,7 @@ for (const tier of ['platform', 'embedded', 'host']) {
   const callKey = deriveQueueKey(signingSecret, queueName(prefix, tier)).toString('base64url');
   run(`worker-${tier}`, 'apps/worker/bin/forge-worker.js', ['--tier', tier, '--tools', 'examples/tools.ts'], { ...fleetEnv, FORGE_CALL_KEY: callKey });
 }
-const expected = ['clock', 'echo', 'http_get', 'wasm_add'];
+const expected = ['clock', 'echo', 'http_get', 'wasm_add', 'word_count'];
 await until('every example tool being served', async () => {
   const { tools } = await (await fetch(`${url}/v1/tools`, { headers: { authorization: `Bearer ${token}` } })).json();
   return expected.every((name) => tools.some((t) => t.name === name));

@@ -58,6 +58,7 @@ describe('npm start', () => {
       expect(demo.status, demo.stderr).toBe(0);
       expect(demo.stdout).toMatch(/platform {2}clock\s+\d{4}-/);
       expect(demo.stdout).toMatch(/embedded {2}wasm_add\s+\{"sum":42\}/);
+      expect(demo.stdout).toMatch(/embedded {2}word_count \(WASI\)\s+\{"words":4\}/);
       expect(demo.stdout).toMatch(/host {6}http_get\s+\{"status":200/);
       expect(demo.stdout).toMatch(/refused {3}bad arguments\s+refused SCHEMA_VALIDATION \(HTTP 422\)/);
       expect(demo.stdout).toMatch(/refused {3}host, no grant\s+refused APPROVAL_DENIED \(HTTP 403\)/);

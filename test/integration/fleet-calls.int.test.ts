@@ -74,6 +74,15 @@ describe('a fleet: one dispatcher, workers of every tier', () => {
     expect(await runs(id)).toBe(1);
   });
 
+  it('answers every resubmission of an id made while the first is in flight, each call run once', async () => {
+    // Record and job leave in one write, so the first submission's call can end before its twin has read the record:
+    // the twin must still get the result.
+    const ids = Array.from({ length: 40 }, () => `twin-${randomUUID()}`);
+    const answers = await Promise.all(ids.flatMap((id) => [client.call('count', { n: 2 }, { id, timeoutMs: 10_000 }), client.call('count', { n: 2 }, { id, timeoutMs: 10_000 })]));
+    for (let i = 0; i < ids.length; i++) expect(answers[2 * i]).toEqual(answers[2 * i + 1]);
+    expect(await Promise.all(ids.map(runs))).toEqual(ids.map(() => 1));
+  });
+
   it('accepts call ids with colons (BullMQ job ids may not have them; ours are not job ids)', async () => {
     const id = `agent:7:step:${randomUUID()}`;
     expect(await client.call('count', { n: 1 }, { id })).toMatchObject({ toolCallId: id, isError: false });

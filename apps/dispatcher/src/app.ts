@@ -1,7 +1,10 @@
 import { fastify, type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
+import type { AuditReader } from '@forge-fleet/store';
 import type { Logger } from 'pino';
+import type { DecisionAudit } from './audit/decisions.js';
 import type { Authenticator } from './auth/authenticator.js';
 import type { CatalogView } from './catalog/catalog-view.js';
+import { auditRoutes } from './http/audit.js';
 import { callRoutes } from './http/calls.js';
 import { registerErrorHandling } from './http/errors.js';
 import { healthRoutes } from './http/health.js';
@@ -16,6 +19,10 @@ export interface AppDeps {
   readonly ready: () => Promise<boolean>;
   readonly log: Logger;
   readonly bodyLimit: number;
+  /** Receives listings and refused requests (the call service writes call decisions). */
+  readonly audit: DecisionAudit;
+  /** Reads the audit stream for `GET /v1/audit`. */
+  readonly auditReader: AuditReader;
   /** True once the dispatcher is shutting down: answers then close their connections. */
   readonly closing?: () => boolean;
 }
@@ -27,13 +34,17 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   const app = fastify({
     loggerInstance: logger,
     bodyLimit: deps.bodyLimit,
+    // secure-json-parse's defaults, stated: a body with `__proto__`, or `constructor.prototype`, is refused (400).
+    // Arguments are checked again, for those keys and `prototype` anywhere (limits/arguments.ts).
+    onProtoPoisoning: 'error',
+    onConstructorPoisoning: 'error',
     // Calls may wait up to 60 s for a result.
     requestTimeout: 0,
     keepAliveTimeout: 65_000,
     // Each call logs its own lifecycle lines (with callId, tool, tier); per-request lines would double them.
     logController: new LogController({ disableRequestLogging: true }),
   });
-  registerErrorHandling(app, deps.bodyLimit);
+  registerErrorHandling(app, deps.bodyLimit, deps.audit);
   // A keep-alive connection that turns idle after close() began would hold the server open
   // until its keep-alive timeout; answers given while closing end their connection instead.
   app.addHook('onSend', async (_request, reply, payload) => {
@@ -41,7 +52,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     return payload;
   });
   void app.register(healthRoutes(deps.ready));
-  void app.register(toolRoutes(deps.catalog, deps.auth));
+  void app.register(toolRoutes(deps.catalog, deps.auth, deps.audit));
   void app.register(callRoutes(deps.calls, deps.auth));
+  void app.register(auditRoutes(deps.auditReader, deps.auth));
   return app;
 }

@@ -1,13 +1,15 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { fleetKeys, ScopeRegistry, type TokenVerifier, ToolScope } from '@forge-fleet/shared';
-import { CallStore, Catalog, closeRedis, connectRedis, RedisAuditLogger, RedisRiskSignalQueue, ReplyInbox, TierQueues } from '@forge-fleet/store';
+import { AuditReader, CallStore, Catalog, closeRedis, connectRedis, RedisAuditLogger, RedisRiskSignalQueue, ReplyInbox, TierQueues } from '@forge-fleet/store';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { buildApp } from './app.js';
 import { approvalPolicy } from './approvals/policy.js';
+import { DecisionAudit } from './audit/decisions.js';
 import { Authenticator } from './auth/authenticator.js';
 import { CatalogView } from './catalog/catalog-view.js';
+import { type ArgumentLimits, DEFAULT_ARGUMENT_LIMITS } from './limits/arguments.js';
 import { CallService } from './pipeline/call-service.js';
 import { CallSigner } from './signing/call-signer.js';
 
@@ -17,6 +19,10 @@ export interface DispatcherOptions {
   readonly prefix: string;
   readonly retentionMs: number;
   readonly bodyLimit: number;
+  /** Limits on each call's arguments. @defaultValue {@link DEFAULT_ARGUMENT_LIMITS} */
+  readonly limits?: ArgumentLimits;
+  /** Where `GET /v1/audit` reads the audit stream (a Redis user allowed to read it). @defaultValue redisUrl */
+  readonly auditRedisUrl?: string;
   readonly approval: 'tier' | 'auto' | 'deny';
   /** Verifies agent capability tokens; `undefined` only with `devMode`. */
   readonly tokens: TokenVerifier | undefined;
@@ -57,6 +63,9 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
   const scopes = new ScopeRegistry(o.defaultScope.length === 1 && o.defaultScope[0] === '*' ? ToolScope.full() : ToolScope.allow(o.defaultScope));
   for (const [task, patterns] of Object.entries(o.scopes)) scopes.register(task, ToolScope.allow(patterns));
 
+  // Reading the audit stream is an admin's occasional query: on its own connection when its URL differs.
+  const auditConnection = o.auditRedisUrl === undefined || o.auditRedisUrl === o.redisUrl ? undefined : connectRedis(o.auditRedisUrl, 'queue');
+  const audit = new DecisionAudit(new RedisAuditLogger(redis, keys), log);
   const catalog = new CatalogView(new Catalog(redis, keys), o.prefix, o.catalogRefreshMs, log);
   const inbox = new ReplyInbox(blocking, keys, id, { onError: (err) => log.error({ err }, 'reply inbox error') });
   const queues = new TierQueues(queueConnection, keys, o.retentionMs);
@@ -70,7 +79,8 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
     inbox,
     catalog,
     approval: approvalPolicy(o.approval),
-    audit: new RedisAuditLogger(redis, keys),
+    audit,
+    limits: o.limits ?? DEFAULT_ARGUMENT_LIMITS,
     risk: new RedisRiskSignalQueue(redis, keys, (err) => log.error({ err }, 'risk signal write failed')),
     log,
   });
@@ -85,6 +95,8 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
     ready: async () => (await redis.ping()) === 'PONG',
     log,
     bodyLimit: o.bodyLimit,
+    audit,
+    auditReader: new AuditReader(auditConnection ?? redis, keys),
   });
   let closed: Promise<void> | undefined;
   return {
@@ -102,6 +114,7 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
         await queues.close();
         await closeRedis(queueConnection);
         await closeRedis(subscriber);
+        if (auditConnection !== undefined) await closeRedis(auditConnection);
         await closeRedis(redis);
       })()),
   };

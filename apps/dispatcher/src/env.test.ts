@@ -14,7 +14,10 @@ describe('dispatcher environment', () => {
       FORGE_SCOPES: {},
       FORGE_DEFAULT_SCOPE: ['*'],
       FORGE_BODY_LIMIT_BYTES: 1_048_576,
+      FORGE_MAX_ARGUMENT_BYTES: 262_144,
+      FORGE_MAX_JSON_DEPTH: 32,
     });
+    expect(parseDispatcherEnv(dev).FORGE_AUDIT_REDIS_URL).toBeUndefined();
   });
 
   it('needs a token key unless dev mode is on, and says how to get one', () => {

@@ -28,6 +28,16 @@ export const DispatcherEnv = FleetEnv.extend({
   HOST: z.string().default('127.0.0.1'),
   /** Largest request body. @defaultValue 1048576 */
   FORGE_BODY_LIMIT_BYTES: envInt(1_048_576),
+  /** Most bytes of one call's arguments as JSON (a larger call is refused with 413 PAYLOAD_TOO_LARGE). @defaultValue 262144 */
+  FORGE_MAX_ARGUMENT_BYTES: envInt(262_144),
+  /** Deepest nesting of objects/arrays in a call's arguments (deeper is refused with 400 BAD_REQUEST). @defaultValue 32 */
+  FORGE_MAX_JSON_DEPTH: envInt(32),
+  /**
+   * The Redis URL `GET /v1/audit` reads the audit stream through. Under the fleet's ACL
+   * (infra/redis) the dispatcher's user may only append to the stream; point this at a
+   * user that may read it. @defaultValue REDIS_URL
+   */
+  FORGE_AUDIT_REDIS_URL: z.string().optional(),
   /**
    * The approval policy: `tier` (platform and embedded approved, host only with a
    * token granting the tool), `auto` (everything; development only), `deny`.

@@ -27,6 +27,8 @@ runMain('forge-dispatcher', async () => {
     prefix: env.FORGE_PREFIX,
     retentionMs: env.FORGE_RESULT_RETENTION_MS,
     bodyLimit: env.FORGE_BODY_LIMIT_BYTES,
+    limits: { maxBytes: env.FORGE_MAX_ARGUMENT_BYTES, maxDepth: env.FORGE_MAX_JSON_DEPTH },
+    ...(env.FORGE_AUDIT_REDIS_URL === undefined || env.FORGE_AUDIT_REDIS_URL === '' ? {} : { auditRedisUrl: env.FORGE_AUDIT_REDIS_URL }),
     approval: env.FORGE_APPROVAL,
     tokens,
     devMode: env.FORGE_DEV_MODE,

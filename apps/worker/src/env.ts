@@ -11,6 +11,8 @@ export const WorkerEnv = FleetEnv.extend({
   FORGE_RETRY_ATTEMPTS: envInt(3),
   /** First retry delay, doubled for each further retry. @defaultValue 200 */
   FORGE_RETRY_BACKOFF_MS: envInt(200),
+  /** Largest result a call may end with (bytes of JSON); larger ones end as RESOURCE_LIMIT. @defaultValue 1048576 */
+  FORGE_MAX_RESULT_BYTES: envInt(1_048_576),
   /**
    * Platform and Embedded handlers run in sandbox processes (docs/sandbox.md).
    * `off` runs them in the worker process: for development only, never for

@@ -9,3 +9,4 @@ export { loadToolsModule, selectTools } from './tools/load.js';
 export { WorkerEnv, parseWorkerEnv } from './env.js';
 export { WorkerArgs, parseWorkerArgs, USAGE } from './cli.js';
 export { startSandbox, DEFAULT_LIMITS, type Sandbox, type SandboxIsolation, type SandboxOptions, type SandboxLimits } from './sandbox/index.js';
+export { defineWasmTool, WasmToolExecutor, WasmRunner, sharedWasmRunner, type WasmToolSpec, type WasmEnforcement, type WasmRunnerOptions } from './wasm/index.js';

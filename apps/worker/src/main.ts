@@ -10,6 +10,7 @@ import { parseWorkerEnv } from './env.js';
 import { WorkerPool } from './pools/worker-pool.js';
 import { type Sandbox, startSandbox, unenforced } from './sandbox/index.js';
 import { loadToolsModule, selectTools } from './tools/load.js';
+import { WasmToolExecutor } from './wasm/index.js';
 
 if (process.argv.includes('--help') || process.argv.includes('-h')) {
   process.stdout.write(`${USAGE}\nEnvironment: REDIS_URL (required), FORGE_PREFIX, LOG_LEVEL and the FORGE_* settings listed in README.md.\n`);
@@ -29,10 +30,13 @@ runMain('forge-worker', async () => {
   }
   // Platform and Embedded handlers leave this process: it holds the Redis connection and the queue's key.
   let sandbox: Sandbox | undefined;
-  if (args.tier !== 'host' && env.FORGE_SANDBOX === 'on') {
+  // WebAssembly tools isolate themselves (WASI without preopens or environment, in worker threads: see docs/wasm.md);
+  // Node's permission model in the sandbox would forbid both. Every other Platform/Embedded handler is sandboxed.
+  const boxed = tools.filter((t) => !(t.executor instanceof WasmToolExecutor));
+  if (args.tier !== 'host' && env.FORGE_SANDBOX === 'on' && boxed.length > 0) {
     sandbox = await startSandbox({
       modulePath: args.tools,
-      tools,
+      tools: boxed,
       size: env.FORGE_SANDBOX_SIZE ?? Math.max(2, availableParallelism()),
       ...(env.FORGE_SANDBOX_CALLS_PER_PROCESS === undefined ? {} : { callsPerProcess: env.FORGE_SANDBOX_CALLS_PER_PROCESS }),
       limits: {
@@ -49,8 +53,8 @@ runMain('forge-worker', async () => {
     }
     for (const layer of missing) log.warn({ layer }, 'sandbox layer not enforced on this machine');
     const box = sandbox;
-    tools = tools.map((t) => ({ definition: t.definition, executor: box.executorFor(t.definition.name) }));
-  } else if (args.tier !== 'host') {
+    tools = tools.map((t) => (t.executor instanceof WasmToolExecutor ? t : { definition: t.definition, executor: box.executorFor(t.definition.name) }));
+  } else if (args.tier !== 'host' && boxed.length > 0) {
     log.warn('FORGE_SANDBOX=off: platform/embedded handlers run inside the worker process (development only)');
   }
   const pool = new WorkerPool({
@@ -68,6 +72,7 @@ runMain('forge-worker', async () => {
     retryBackoffMs: env.FORGE_RETRY_BACKOFF_MS,
     id: args.id,
     callKey,
+    maxResultBytes: env.FORGE_MAX_RESULT_BYTES,
     log,
   });
   try {

@@ -67,7 +67,7 @@ export { AutoApprove, DenyAll, TierBasedApproval, AllowList, TrustGate, allOf } 
 // scope
 export { ToolScope, toolMatcher, assertToolPattern } from './scope/tool-scope.js';
 export { ScopeRegistry, DEFAULT_SCOPE_NAME, type NamedScope } from './scope/scopes.js';
-export { MemoryAuditLogger, type AuditLogger, type AuditEntry, type AuditErrorCategory } from './scope/audit.js';
+export { MemoryAuditLogger, type AuditLogger, type AuditEntry, type AuditErrorCategory, type AuditDecision, type AuditRejectionCategory } from './scope/audit.js';
 export { MemoryRiskSignalQueue, type RiskSignalQueue, type RiskSignal } from './scope/risk.js';
 export { TrustLevel } from './scope/trust.js';
 

@@ -1,12 +1,13 @@
-import type { AuditEntry, AuditLogger, FleetKeys, RiskSignal, RiskSignalQueue } from '@forge-fleet/shared';
+import type { AuditDecision, AuditEntry, AuditLogger, AuditRejectionCategory, FleetKeys, RiskSignal, RiskSignalQueue } from '@forge-fleet/shared';
 import type { Redis } from 'ioredis';
 
-/** Entries kept in each stream (approximately: trimmed with `~`). */
-const MAX_ENTRIES = 10_000;
+/** Entries kept in the stream (approximately: trimmed with `~`). */
+export const AUDIT_MAX_ENTRIES = 10_000;
 
 /**
  * Audit entries as a capped Redis stream, readable by any tool that speaks
- * Redis (`XRANGE <prefix>:{<prefix>.audit} - +`).
+ * Redis (`XRANGE <prefix>:{<prefix>.audit} - +`) and by {@link AuditReader}.
+ * One XADD per entry; on an auto-pipelined connection it joins the turn's other commands.
  */
 export class RedisAuditLogger implements AuditLogger {
   constructor(
@@ -15,7 +16,7 @@ export class RedisAuditLogger implements AuditLogger {
   ) {}
 
   async record(entry: AuditEntry): Promise<void> {
-    await this.redis.xadd(this.keys.audit, 'MAXLEN', '~', MAX_ENTRIES, '*', 'kind', 'audit', 'entry', JSON.stringify(entry));
+    await this.redis.xadd(this.keys.audit, 'MAXLEN', '~', AUDIT_MAX_ENTRIES, '*', 'kind', 'audit', 'entry', JSON.stringify(entry));
   }
 }
 
@@ -28,6 +29,89 @@ export class RedisRiskSignalQueue implements RiskSignalQueue {
   ) {}
 
   push(signal: RiskSignal): void {
-    this.redis.xadd(this.keys.audit, 'MAXLEN', '~', MAX_ENTRIES, '*', 'kind', 'risk', 'entry', JSON.stringify(signal)).catch(this.onError);
+    this.redis.xadd(this.keys.audit, 'MAXLEN', '~', AUDIT_MAX_ENTRIES, '*', 'kind', 'risk', 'entry', JSON.stringify(signal)).catch(this.onError);
   }
+}
+
+/** Which audit entries {@link AuditReader.query} returns; every field narrows. */
+export interface AuditFilter {
+  readonly callId?: string | undefined;
+  readonly caller?: string | undefined;
+  readonly tool?: string | undefined;
+  /** Entries without a `decision` (older writers) count as `rejected`. */
+  readonly decision?: AuditDecision | undefined;
+  /** A rejection category; `forged` also matches older `errorCategory: "forged_call"` entries. */
+  readonly category?: AuditRejectionCategory | undefined;
+  /** Epoch milliseconds, inclusive. */
+  readonly since?: number | undefined;
+  /** Epoch milliseconds, inclusive. */
+  readonly until?: number | undefined;
+  /** Most entries returned. */
+  readonly limit: number;
+}
+
+/** An entry as read back: its stream id (`<ms>-<seq>`) and the entry. */
+export type StoredAuditEntry = AuditEntry & { readonly id: string };
+
+/** Entries read per XREVRANGE while filtering. */
+const PAGE = 500;
+
+function categoryOf(entry: AuditEntry): AuditRejectionCategory | undefined {
+  if (entry.category !== undefined) return entry.category;
+  if (entry.errorCategory === 'forged_call') return 'forged';
+  return entry.errorCategory;
+}
+
+function matches(entry: AuditEntry, f: AuditFilter): boolean {
+  return (
+    (f.callId === undefined || entry.callId === f.callId) &&
+    (f.caller === undefined || entry.caller === f.caller) &&
+    (f.tool === undefined || entry.tool === f.tool) &&
+    (f.decision === undefined || (entry.decision ?? 'rejected') === f.decision) &&
+    (f.category === undefined || categoryOf(entry) === f.category)
+  );
+}
+
+/**
+ * Reads the audit stream newest first. The time window maps onto stream ids
+ * (their first part is the entry's epoch ms); the other filters are applied while
+ * paging back through the window, which holds at most {@link AUDIT_MAX_ENTRIES} entries.
+ * Risk signals share the stream and are skipped.
+ */
+export class AuditReader {
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: FleetKeys,
+  ) {}
+
+  async query(f: AuditFilter): Promise<StoredAuditEntry[]> {
+    const found: StoredAuditEntry[] = [];
+    const floor = f.since === undefined ? '-' : String(f.since);
+    let ceiling = f.until === undefined ? '+' : `${f.until}-${Number.MAX_SAFE_INTEGER}`;
+    // The window is capped (MAXLEN); the page bound only guards a stream someone filled by hand.
+    for (let pages = 0; pages < Math.ceil((AUDIT_MAX_ENTRIES * 2) / PAGE); pages++) {
+      const page = await this.redis.xrevrange(this.keys.audit, ceiling, floor, 'COUNT', PAGE);
+      for (const [id, fields] of page) {
+        if (fieldOf(fields, 'kind') !== 'audit') continue;
+        let entry: AuditEntry;
+        try {
+          entry = JSON.parse(fieldOf(fields, 'entry') ?? 'null') as AuditEntry;
+        } catch {
+          continue;
+        }
+        if (typeof entry !== 'object' || entry === null || !matches(entry, f)) continue;
+        found.push({ ...entry, id });
+        if (found.length >= f.limit) return found;
+      }
+      const last = page.at(-1);
+      if (page.length < PAGE || last === undefined) return found;
+      ceiling = `(${last[0]}`;
+    }
+    return found;
+  }
+}
+
+function fieldOf(fields: readonly string[], name: string): string | undefined {
+  for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i] === name) return fields[i + 1];
+  return undefined;
 }

@@ -153,8 +153,9 @@ export class CallStore {
    * the submitter's reply is pushed in the same step and left out of the
    * returned ids.
    */
-  async finish(id: string, status: CallStatus, result: ToolResult, options: { onlyFrom?: CallStatus; replyTo?: string } = {}): Promise<string[] | undefined> {
-    const resultJson = JSON.stringify(result);
+  async finish(id: string, status: CallStatus, result: ToolResult, options: { onlyFrom?: CallStatus; replyTo?: string; resultJson?: string } = {}): Promise<string[] | undefined> {
+    // A caller that has already serialised the result (to check its size) passes the text along.
+    const resultJson = options.resultJson ?? JSON.stringify(result);
     const keys = [this.#keys.call(id), this.#keys.watchers(id)];
     const args: (string | number)[] = [status, resultJson, Date.now(), this.#retentionMs, options.onlyFrom ?? ''];
     if (options.replyTo !== undefined && this.#inlineReplies) {

@@ -11,4 +11,4 @@ export { publishReply, ReplyPublisher, ReplyInbox, REPLY_LIST_TTL_MS } from './r
 export { Catalog, type CatalogEntry } from './catalog.js';
 export { TierQueues, queueFor, openQueue, MAX_BATCH, type Submitted } from './queues.js';
 export { stableStringify } from '@forge-fleet/shared';
-export { RedisAuditLogger, RedisRiskSignalQueue } from './audit.js';
+export { AUDIT_MAX_ENTRIES, AuditReader, RedisAuditLogger, RedisRiskSignalQueue, type AuditFilter, type StoredAuditEntry } from './audit.js';

@@ -1,5 +1,6 @@
 import { BadRequestError, type FleetError, InternalError, isFleetError, PayloadTooLargeError, RouteNotFoundError, toWireError } from '@forge-fleet/shared';
 import type { FastifyError, FastifyInstance } from 'fastify';
+import type { DecisionAudit } from '../audit/decisions.js';
 import { ZodError } from 'zod';
 
 /** The body of every error answer: `{ error: { code, message, …details } }`. */
@@ -20,7 +21,7 @@ function fromFastify(error: FastifyError, bodyLimit: number): FleetError {
  * One error handler for the whole API: FleetErrors answer with their own HTTP
  * status and code; anything else is logged and answered as INTERNAL.
  */
-export function registerErrorHandling(app: FastifyInstance, bodyLimit: number): void {
+export function registerErrorHandling(app: FastifyInstance, bodyLimit: number, audit?: DecisionAudit): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     // The client hung up while a streamed (batch) answer was being written: nothing to answer, nothing broken.
     if (error.code === 'ERR_STREAM_PREMATURE_CLOSE' || reply.raw.destroyed) {
@@ -30,6 +31,11 @@ export function registerErrorHandling(app: FastifyInstance, bodyLimit: number): 
     const fleetError = isFleetError(error) ? error : fromFastify(error, bodyLimit);
     if (fleetError.httpStatus >= 500 && fleetError.code === 'INTERNAL') request.log.error({ err: error }, 'request failed');
     else request.log.info({ code: fleetError.code }, 'request refused');
+    // Refusals before any call existed; the call service audits the refusals of calls.
+    if (fleetError.code === 'UNAUTHENTICATED' || fleetError.code === 'FORBIDDEN') {
+      const role = fleetError.details['role'];
+      audit?.rejectedRequest(fleetError.code, `${request.method} ${request.routeOptions.url ?? request.url}`, fleetError.message, typeof role === 'string' ? role : undefined);
+    }
     void reply.status(fleetError.httpStatus).send(errorBody(fleetError));
   });
   app.setNotFoundHandler((request, reply) => {

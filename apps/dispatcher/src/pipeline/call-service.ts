@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import {
   admitToolCall,
   type ApprovalHandler,
-  type AuditLogger,
   BadRequestError,
   CallNotFoundError,
   type CallEnvelope,
@@ -23,8 +22,10 @@ import {
 import { type CallRecord, type CallStore, publishReply, queueFor, type ReplyInbox, type Submitted, type TierQueues, viewOf } from '@forge-fleet/store';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
+import type { DecisionAudit } from '../audit/decisions.js';
 import type { Caller } from '../auth/authenticator.js';
 import type { CatalogView } from '../catalog/catalog-view.js';
+import { type ArgumentLimits, checkArguments } from '../limits/arguments.js';
 import type { CallSigner } from '../signing/call-signer.js';
 
 export interface CallServiceDeps {
@@ -37,8 +38,10 @@ export interface CallServiceDeps {
   readonly inbox: ReplyInbox;
   readonly catalog: CatalogView;
   readonly approval: ApprovalHandler;
-  readonly audit: AuditLogger;
+  /** Receives every admission decision (and cancellations, expiries). */
+  readonly audit: DecisionAudit;
   readonly risk: RiskSignalQueue;
+  readonly limits: ArgumentLimits;
   readonly log: Logger;
 }
 
@@ -55,6 +58,9 @@ function ownedBy(record: CallRecord, caller: Caller): boolean {
   return owner === undefined || caller.role === 'admin' || owner === caller.subject;
 }
 
+/** A reply listener registered with the inbox (see ReplyInbox.listen). */
+type Listening = ReturnType<ReplyInbox['listen']>;
+
 function viewOfReply(message: ReplyMessage): CallView {
   return { id: message.id, status: message.status, result: message.result };
 }
@@ -69,20 +75,28 @@ export class CallService {
 
   /**
    * Submits a call. Returns its view: final if it ended within `waitMs`.
-   * @throws FleetError (OUT_OF_SCOPE, TOOL_NOT_FOUND, NO_WORKER, SCHEMA_VALIDATION, APPROVAL_DENIED).
+   * Every admission decision goes to the audit stream: one entry per call.
+   * @throws FleetError (BAD_REQUEST / PAYLOAD_TOO_LARGE for arguments over the limits, OUT_OF_SCOPE, TOOL_NOT_FOUND, NO_WORKER, SCHEMA_VALIDATION, APPROVAL_DENIED).
    */
   async submit(request: SubmitCallRequest, caller: Caller, waitMs: number, signal?: AbortSignal): Promise<CallView> {
     const d = this.d;
     const call: ToolCall = { id: request.id ?? randomUUID(), name: request.name, arguments: request.arguments };
-    await d.catalog.ensure(call.name);
-    const admission = await admitToolCall(call, {
-      lookup: (name) => d.catalog.lookup(name),
-      approval: d.approval,
-      scope: caller.scope,
-      audit: d.audit,
-      risk: d.risk,
-      ctx: { authorization: caller.authorization, caller: caller.authorization?.subject },
-    });
+    let admission: Awaited<ReturnType<typeof admitToolCall>>;
+    try {
+      checkArguments(call.arguments, d.limits);
+      await d.catalog.ensure(call.name);
+      // No audit sink here: this service writes the one entry per call itself, rejections included.
+      admission = await admitToolCall(call, {
+        lookup: (name) => d.catalog.lookup(name),
+        approval: d.approval,
+        scope: caller.scope,
+        risk: d.risk,
+        ctx: { authorization: caller.authorization, caller: caller.authorization?.subject },
+      });
+    } catch (error) {
+      await d.audit.rejectedCall(caller, call.id, call.name, error);
+      throw error;
+    }
     const { definition } = admission;
     const now = Date.now();
     const envelope: CallEnvelope = {
@@ -97,14 +111,19 @@ export class CallService {
     };
     const log = lazyChild(d.log, { callId: call.id, tool: call.name, tier: definition.tier });
     // A second submission of a taken id answers for the existing call — if it is the caller's own.
-    const resubmitted = (existing: CallRecord): Promise<CallView> => {
-      if (!ownedBy(existing, caller)) throw new BadRequestError(`call id '${call.id}' is taken by another caller; submit with another id (or none)`);
+    const resubmitted = (existing: CallRecord, listening?: Listening): Promise<CallView> => {
+      if (!ownedBy(existing, caller)) {
+        listening?.stop();
+        throw new BadRequestError(`call id '${call.id}' is taken by another caller; submit with another id (or none)`);
+      }
       log.info({ status: existing.status }, 'call id already submitted; answering for the existing call');
-      return this.get(call.id, waitMs, caller, signal);
+      // The listener registered before the submit stays: the existing call may end at any moment.
+      return waitMs > 0 ? this.#getListening(call.id, caller, listening ?? this.d.inbox.listen(call.id, waitMs, signal)) : this.get(call.id, 0, caller, signal);
     };
     if (admission.status === 'awaiting_approval') {
       const created = await d.store.create({ id: call.id, name: call.name, status: 'awaiting_approval', replyTo: d.dispatcherId, envelope, reason: admission.reason });
       if (!created.created) return resubmitted(created.existing);
+      d.audit.call(caller, call.id, call.name, { decision: 'awaiting_approval', tier: definition.tier, reason: admission.reason });
       log.info({ waitingFor: admission.waitingFor }, 'call awaiting approval');
       return { id: call.id, status: 'awaiting_approval', reason: admission.reason };
     }
@@ -124,14 +143,15 @@ export class CallService {
       await d.store.finish(call.id, 'failed', failed, { onlyFrom: 'queued' }).catch(() => undefined);
       throw error;
     }
-    if (!submitted.created) {
-      listening?.stop();
-      return resubmitted(submitted.existing);
-    }
+    if (!submitted.created) return resubmitted(submitted.existing, listening);
     if (submitted.live === 0 && (await d.store.withdraw(call.id, token))) {
       listening?.stop();
-      throw new NoWorkerError(call.name, queueFor(d.keys.prefix, definition));
+      const error = new NoWorkerError(call.name, queueFor(d.keys.prefix, definition));
+      await d.audit.rejectedCall(caller, call.id, call.name, error);
+      throw error;
     }
+    // Not awaited: the entry joins the next auto-pipelined write; the call does not wait for it.
+    d.audit.call(caller, call.id, call.name, { decision: admission.modified ? 'modified' : 'approved', tier: definition.tier });
     log.info('call enqueued');
     if (listening === undefined) return { id: call.id, status: 'queued' };
     const message = await listening.reply;
@@ -145,9 +165,23 @@ export class CallService {
    * @throws CallNotFoundError
    */
   async get(id: string, waitMs: number, caller: Caller, signal?: AbortSignal): Promise<CallView> {
-    const record = waitMs > 0 ? await this.d.store.watch(id, this.d.dispatcherId) : await this.d.store.get(id);
-    if (record === undefined || !ownedBy(record, caller)) throw new CallNotFoundError(id);
-    return this.#await(record, waitMs, signal);
+    // Listen before reading: the call may end between the read and the wait, and its reply must still find us.
+    return this.#getListening(id, caller, waitMs > 0 ? this.d.inbox.listen(id, waitMs, signal) : undefined);
+  }
+
+  async #getListening(id: string, caller: Caller, listening: Listening | undefined): Promise<CallView> {
+    let record: CallRecord | undefined;
+    try {
+      record = listening !== undefined ? await this.d.store.watch(id, this.d.dispatcherId) : await this.d.store.get(id);
+    } catch (error) {
+      listening?.stop();
+      throw error;
+    }
+    if (record === undefined || !ownedBy(record, caller)) {
+      listening?.stop();
+      throw new CallNotFoundError(id);
+    }
+    return this.#await(record, listening);
   }
 
   /**
@@ -166,6 +200,7 @@ export class CallService {
       case 'missing':
         throw new CallNotFoundError(id);
       case 'cancelled':
+        d.audit.call(caller, id, record.name, { decision: 'cancelled', code: 'CANCELLED' });
         await publishReply(d.redis, d.keys, outcome.targets, { v: 1, id, status: 'cancelled', result: cancelled });
         return { id, status: 'cancelled', result: cancelled };
       case 'running': {
@@ -186,12 +221,20 @@ export class CallService {
     }
   }
 
-  async #await(record: CallRecord, waitMs: number, signal?: AbortSignal): Promise<CallView> {
-    if (isFinalStatus(record.status)) return viewOf(record);
-    const expired = await this.#expireIfDue(record);
-    if (expired !== undefined) return expired;
-    if (waitMs <= 0 || record.status === 'awaiting_approval') return viewOf(record);
-    const message = await this.d.inbox.wait(record.id, waitMs, signal);
+  /** Answers with the call's final view once it ends, through a listener registered before the record was read. */
+  async #await(record: CallRecord, listening: Listening | undefined): Promise<CallView> {
+    let early: CallView | undefined;
+    try {
+      early = isFinalStatus(record.status) ? viewOf(record) : await this.#expireIfDue(record);
+    } catch (error) {
+      listening?.stop();
+      throw error;
+    }
+    if (early !== undefined || listening === undefined || record.status === 'awaiting_approval') {
+      listening?.stop();
+      return early ?? viewOf(record);
+    }
+    const message = await listening.reply;
     if (message !== undefined) return viewOfReply(message);
     const now = await this.d.store.get(record.id);
     return now === undefined ? viewOf(record) : viewOf(now);
@@ -203,6 +246,7 @@ export class CallService {
     const result = errorResult({ id: record.id, name: record.name }, new ExpiredError(record.name, record.deadline));
     const targets = await this.d.store.finish(record.id, 'failed', result, { onlyFrom: 'queued' });
     if (targets === undefined) return undefined;
+    this.d.audit.write({ decision: 'failed', code: 'EXPIRED', callId: record.id, tool: record.name, ...(record.envelope?.caller === undefined ? {} : { caller: record.envelope.caller }) });
     await publishReply(this.d.redis, this.d.keys, targets, { v: 1, id: record.id, status: 'failed', result });
     return { id: record.id, status: 'failed', result };
   }

@@ -7,6 +7,7 @@ import {
   CancelledError,
   envelopeForgery,
   ForgedCallError,
+  ResourceLimitError,
   errorResult,
   ExpiredError,
   fleetKeys,
@@ -49,6 +50,8 @@ export interface WorkerPoolOptions {
   readonly id?: string | undefined;
   /** The key that verifies the dispatchers' signatures on this queue's calls. */
   readonly callKey: Uint8Array;
+  /** Largest result (bytes of JSON) a call may end with; larger ones end as RESOURCE_LIMIT. */
+  readonly maxResultBytes: number;
   readonly log: Logger;
 }
 
@@ -208,10 +211,38 @@ export class WorkerPool {
   }
 
   /** Ends the call; its submitter's reply goes out in the same step, any other waiting dispatchers' after. */
+  /**
+   * Ends the call; its submitter's reply goes out in the same step, any other
+   * waiting dispatchers' after. A result over the size limit ends the call
+   * with RESOURCE_LIMIT instead: stored and pushed, it would burden Redis and
+   * every dispatcher waiting for it. The outcome is audited (not awaited: one
+   * XADD on the auto-pipelined connection).
+   */
   async #finish(envelope: CallEnvelope, status: CallStatus, result: ToolResult, onlyFrom?: CallStatus): Promise<void> {
     const { id } = envelope.call;
-    const targets = await this.#store!.finish(id, status, result, onlyFrom === undefined ? { replyTo: envelope.replyTo } : { onlyFrom, replyTo: envelope.replyTo });
-    if (targets !== undefined && targets.length > 0) await this.#replies!.publish(targets, { v: 1, id, status, result });
+    let json = JSON.stringify(result);
+    if (json.length > this.#o.maxResultBytes && Buffer.byteLength(json) > this.#o.maxResultBytes) {
+      const limit = new ResourceLimitError(envelope.call.name, 'output', `the result is ${Buffer.byteLength(json)} bytes of JSON, the limit is ${this.#o.maxResultBytes} (FORGE_MAX_RESULT_BYTES)`);
+      status = 'failed';
+      result = errorResult(envelope.call, limit);
+      json = JSON.stringify(result);
+    }
+    const targets = await this.#store!.finish(id, status, result, onlyFrom === undefined ? { replyTo: envelope.replyTo, resultJson: json } : { onlyFrom, replyTo: envelope.replyTo, resultJson: json });
+    if (targets === undefined) return;
+    if (status === 'completed' || status === 'failed') {
+      const audited = this.#audit!.record({
+        at: new Date().toISOString(),
+        decision: status,
+        callId: id,
+        tool: envelope.call.name,
+        tier: envelope.tier,
+        scopeAtDispatch: this.queue,
+        ...(result.error === undefined ? {} : { code: result.error.code }),
+        ...(envelope.caller === undefined ? {} : { caller: envelope.caller }),
+      });
+      Promise.resolve(audited).catch((err: unknown) => this.#o.log.error({ err, callId: id }, 'could not audit a call outcome'));
+    }
+    if (targets.length > 0) await this.#replies!.publish(targets, { v: 1, id, status, result });
   }
 
   async #fail(envelope: CallEnvelope, error: FleetError, onlyFrom?: CallStatus): Promise<void> {

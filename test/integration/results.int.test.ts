@@ -1,0 +1,49 @@
+import { randomUUID } from 'node:crypto';
+import { FleetClient } from '@forge-fleet/client';
+import { fleetKeys } from '@forge-fleet/shared';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TestFleet } from '../fixtures/fleet.js';
+import { redisUrl } from '../fixtures/redis.js';
+
+/** How a worker ends calls: results over the size limit become a typed error, and every outcome is audited. */
+describe('call outcomes at the worker', () => {
+  const fleet = new TestFleet();
+  let client: FleetClient;
+  let redis: Redis;
+
+  beforeAll(async () => {
+    redis = new Redis(redisUrl());
+    await fleet.worker({ tier: 'platform', env: { FORGE_MAX_RESULT_BYTES: '4096' } });
+    client = new FleetClient({ url: (await fleet.dispatcher()).url });
+  });
+
+  afterAll(async () => {
+    await client?.close();
+    redis?.disconnect();
+    await fleet.stopAll();
+  });
+
+  it('ends a call whose result is over FORGE_MAX_RESULT_BYTES with RESOURCE_LIMIT, and keeps serving', async () => {
+    const big = await client.call('echo', { text: 'x'.repeat(10_000) });
+    expect(big).toMatchObject({ isError: true, error: { code: 'RESOURCE_LIMIT', details: { limit: 'output' } } });
+    expect(big.content).toContain('FORGE_MAX_RESULT_BYTES');
+    expect(await client.call('echo', { text: 'small' })).toMatchObject({ isError: false, structuredContent: { echo: { text: 'small' } } });
+  });
+
+  it('audits each outcome: completed, or failed with its code', async () => {
+    const [ok, bad] = [`ok-${randomUUID()}`, `bad-${randomUUID()}`];
+    await client.call('echo', { n: 1 }, { id: ok });
+    await client.call('echo', { text: 'y'.repeat(10_000) }, { id: bad });
+    // The worker audits after it has answered (the audit write is not on the caller's path): wait for both entries.
+    type Entry = { callId?: string; decision?: string; code?: string; tier?: string };
+    const read = async (): Promise<Entry[]> => (await redis.xrange(fleetKeys(fleet.prefix).audit, '-', '+')).map(([, fields]) => JSON.parse(fields[3] ?? '{}') as Entry);
+    let entries = await read();
+    while (!(entries.some((e) => e.callId === ok && e.decision === 'completed') && entries.some((e) => e.callId === bad && e.decision === 'failed'))) {
+      await new Promise((r) => setTimeout(r, 20));
+      entries = await read();
+    }
+    expect(entries).toEqual(expect.arrayContaining([expect.objectContaining({ callId: ok, decision: 'completed', tier: 'platform' })]));
+    expect(entries).toEqual(expect.arrayContaining([expect.objectContaining({ callId: bad, decision: 'failed', code: 'RESOURCE_LIMIT' })]));
+  });
+});
