@@ -14,6 +14,7 @@ import {
   isErrorCode,
   lazyChild,
   isRetryable,
+  laneOf,
   queueName,
   runExecutor,
   type Tier,
@@ -84,6 +85,8 @@ class Slots {
 export class WorkerPool {
   readonly id: string;
   readonly queue: string;
+  /** The key space of this pool's calls (records, reply lists, cancel channel): its Redis user may touch no other. */
+  readonly lane: string;
   readonly #o: WorkerPoolOptions;
   readonly #tools: Map<string, Tool>;
   readonly #keys;
@@ -114,6 +117,7 @@ export class WorkerPool {
     this.queue = queueName(options.prefix, options.tier, options.pool);
     this.#tools = new Map(options.tools.map((t) => [t.definition.name, t]));
     this.#keys = fleetKeys(options.prefix);
+    this.lane = laneOf(options.tier, options.pool);
     // `concurrency` bounds calls, not jobs: a batch job's calls share these slots.
     this.#slots = new Slots(options.concurrency);
   }
@@ -138,7 +142,7 @@ export class WorkerPool {
 
     // Cancellation is rare: one broadcast channel heard by every worker is enough.
     this.#subscriber = connectRedis(o.redisUrl, 'blocking');
-    await this.#subscriber.subscribe(this.#keys.cancelChannel);
+    await this.#subscriber.subscribe(this.#keys.cancelChannel(this.lane));
     this.#subscriber.on('message', (_channel: string, callId: string) => {
       this.#active.get(callId)?.abort('cancelled by its caller');
     });
@@ -210,8 +214,8 @@ export class WorkerPool {
   /** Ends the call; its submitter's reply goes out in the same step, any other waiting dispatchers' after. */
   async #finish(envelope: CallEnvelope, status: CallStatus, result: ToolResult, onlyFrom?: CallStatus): Promise<void> {
     const { id } = envelope.call;
-    const targets = await this.#store!.finish(id, status, result, onlyFrom === undefined ? { replyTo: envelope.replyTo } : { onlyFrom, replyTo: envelope.replyTo });
-    if (targets !== undefined && targets.length > 0) await this.#replies!.publish(targets, { v: 1, id, status, result });
+    const targets = await this.#store!.finish(this.lane, id, status, result, onlyFrom === undefined ? { replyTo: envelope.replyTo } : { onlyFrom, replyTo: envelope.replyTo });
+    if (targets !== undefined && targets.length > 0) await this.#replies!.publish(this.lane, targets, { v: 1, id, status, result });
   }
 
   async #fail(envelope: CallEnvelope, error: FleetError, onlyFrom?: CallStatus): Promise<void> {
@@ -304,7 +308,7 @@ export class WorkerPool {
       return;
     }
     const { definition, executor } = tool;
-    const { outcome, starts } = await this.#store!.start(call.id, this.id, envelope.token);
+    const { outcome, starts } = await this.#store!.start(this.lane, call.id, this.id, envelope.token);
     switch (outcome) {
       case 'missing':
       case 'superseded':
@@ -353,7 +357,7 @@ export class WorkerPool {
       const mayRetry = definition.retryable && (lostToShutdown || (code !== undefined && isErrorCode(code) && isRetryable(code))) && starts < this.#o.retryAttempts;
       if (mayRetry) {
         // Retries are jobs of their own, delayed with exponential backoff (a shutdown hands the call back at once).
-        await this.#store!.requeue(call.id);
+        await this.#store!.requeue(this.lane, call.id);
         const delay = lostToShutdown ? 0 : this.#o.retryBackoffMs * 2 ** (starts - 1);
         try {
           await this.#retryQueue().add(call.name, envelope, { delay, removeOnComplete: true, removeOnFail: { age: 24 * 3600 } });
@@ -362,7 +366,7 @@ export class WorkerPool {
         } catch (err) {
           // No retry job, no retry: end the call with what its last run gave rather than leave it queued forever.
           log.error({ err }, 'could not enqueue the retry; ending the call with its last result');
-          await this.#store!.finish(call.id, 'failed', result, { onlyFrom: 'queued' });
+          await this.#store!.finish(this.lane, call.id, 'failed', result, { onlyFrom: 'queued' });
           return;
         }
       }
