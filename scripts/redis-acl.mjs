@@ -26,16 +26,21 @@ const TIERS = ['platform', 'embedded', 'host'];
  * test/integration/redis-acl.int.test.ts checks that the two agree.
  */
 const queueName = (prefix, tier, pool) => (pool === undefined ? `{${prefix}.${tier}}` : `{${prefix}.${tier}.${pool}}`);
+/** A queue's lane (names.ts `laneOf`): the key space of its call records, reply lists and cancel channel. */
+const laneOf = (tier, pool) => (tier === 'host' && pool !== undefined ? `host.${pool}` : tier);
 
 /** Key patterns of `fleetKeys` (names.ts), and BullMQ's `<prefix>:<queue>:<suffix>` keys. */
 const layout = (prefix) => ({
   queueKeys: (tier, pool) => `${prefix}:${queueName(prefix, tier, pool)}:*`,
-  callKeys: `${prefix}:call:*`,
-  replyKeys: `${prefix}:replies:*`,
+  /** Call records and watchers of one lane, or of every lane with `*`. */
+  callKeys: (lane) => `${prefix}:call:${lane}:*`,
+  /** The dispatchers' index: which lane holds a call id. */
+  laneIndex: `${prefix}:lane:*`,
+  replyKeys: (lane) => `${prefix}:replies:${lane}:*`,
   catalogKeys: `${prefix}:{${prefix}.catalog}:*`,
   audit: `${prefix}:{${prefix}.audit}`,
   catalogChannel: `${prefix}:catalog-changed`,
-  cancelChannel: `${prefix}:cancel`,
+  cancelChannel: (lane) => `${prefix}:cancel:${lane}`,
 });
 
 /**
@@ -121,17 +126,17 @@ function fleetUsers({ prefix, hostPools, admin }) {
       role: 'dispatcher',
       queues: allQueues.map(({ tier, pool }) => queueName(prefix, tier, pool)),
       commands: uniqueSorted([...queueUser, ...FLEET.dispatcher]),
-      keys: [...allQueues.map(({ tier, pool }) => `~${k.queueKeys(tier, pool)}`), `~${k.callKeys}`, `~${k.replyKeys}`, `%R~${k.catalogKeys}`, `%W~${k.audit}`],
-      channels: [k.catalogChannel, k.cancelChannel],
+      keys: [...allQueues.map(({ tier, pool }) => `~${k.queueKeys(tier, pool)}`), `~${k.callKeys('*')}`, `~${k.laneIndex}`, `~${k.replyKeys('*')}`, `%R~${k.catalogKeys}`, `%W~${k.audit}`],
+      channels: [k.catalogChannel, k.cancelChannel('*')],
     },
     ...allQueues.map(({ tier, pool }) => ({
       role: pool === undefined ? `worker-${tier}` : `worker-${tier}-${pool}`,
       queues: [queueName(prefix, tier, pool)],
       commands: uniqueSorted([...queueUser, ...FLEET.worker]),
-      // Call records and reply lists are not split by tier yet (see infra/redis/README.md); the EVAL that ends a
-      // call declares the submitter's reply list as a key, and Redis wants read and write on every declared key.
-      keys: [`~${k.queueKeys(tier, pool)}`, `~${k.callKeys}`, `~${k.replyKeys}`, `~${k.catalogKeys}`, `%W~${k.audit}`],
-      channels: [k.cancelChannel, k.catalogChannel],
+      // Only its own lane's call records and reply lists. (The EVAL that ends a call declares the submitter's reply
+      // list as a key, and Redis wants read and write on every declared key: the lane's reply lists are read-write.)
+      keys: [`~${k.queueKeys(tier, pool)}`, `~${k.callKeys(laneOf(tier, pool))}`, `~${k.replyKeys(laneOf(tier, pool))}`, `~${k.catalogKeys}`, `%W~${k.audit}`],
+      channels: [k.cancelChannel(laneOf(tier, pool)), k.catalogChannel],
     })),
   ];
   if (admin) {

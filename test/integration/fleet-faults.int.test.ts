@@ -152,7 +152,7 @@ describe('many dispatchers, many workers', () => {
       await redis.blpop(`${fleet.prefix}:test:started:{${id}}`, 10);
       const waiting = c2.wait(id, { timeoutMs: 10_000 });
       // Release only once the second dispatcher is registered as a watcher, so the push path is what answers.
-      const watchers = `${fleet.prefix}:call:{${id}}:watchers`;
+      const watchers = `${fleet.prefix}:call:platform:{${id}}:watchers`;
       while ((await redis.scard(watchers)) === 0) await redis.blpop(`${fleet.prefix}:test:never`, 0.05);
       await redis.lpush(`${fleet.prefix}:test:release:{${id}}`, 'go');
       expect(await waiting).toMatchObject({ isError: false, structuredContent: { released: true } });

@@ -33,7 +33,7 @@ describe('a host worker refuses calls no dispatcher signed for its queue', () =>
 
   /** Records the call as a dispatcher would, then enqueues the job by hand. */
   async function inject(envelope: CallEnvelope): Promise<void> {
-    await store.create({ id: envelope.call.id, name: envelope.call.name, status: 'queued', replyTo: envelope.replyTo, envelope });
+    await store.create({ id: envelope.call.id, lane: 'host', name: envelope.call.name, status: 'queued', replyTo: envelope.replyTo, envelope });
     await queue.add(envelope.call.name, envelope, { removeOnComplete: true });
   }
 

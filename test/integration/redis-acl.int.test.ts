@@ -136,14 +136,21 @@ describe('the ACL generator', () => {
 
     const matches = (user: LayoutUser | undefined, key: string): boolean => (user?.keys ?? []).some((k) => globToRegExp(k.replace(/^(%[RW]+)?~/, '')).test(key));
     const worker = byRole.get('worker-platform');
-    for (const key of [keys.call('c1'), keys.watchers('c1'), keys.replies('d1'), keys.catalogDefinitions, keys.catalogLeases('echo'), `${prefix}:${queueName(prefix, 'platform')}:wait`]) {
+    for (const key of [keys.call('platform', 'c1'), keys.watchers('platform', 'c1'), keys.replies('platform', 'd1'), keys.catalogDefinitions, keys.catalogLeases('echo'), `${prefix}:${queueName(prefix, 'platform')}:wait`]) {
       expect(matches(worker, key), key).toBe(true);
     }
+    // Another lane's call records and reply lists, and the dispatchers' lane index, are out of its reach.
+    for (const key of [keys.call('host', 'c1'), keys.call(`host.${pools[0]!}`, 'c1'), keys.watchers('embedded', 'c1'), keys.replies('host', 'd1'), keys.callLane('c1')]) {
+      expect(matches(worker, key), key).toBe(false);
+    }
+    expect(matches(byRole.get('worker-host'), keys.call(`host.${pools[0]!}`, 'c1'))).toBe(false);
+    for (const key of [keys.call('host', 'c1'), keys.callLane('c1'), keys.replies(`host.${pools[0]!}`, 'd1')]) expect(matches(byRole.get('dispatcher'), key), key).toBe(true);
     // Workers audit the forged calls they refuse: they may append to the audit stream, never read it.
     expect(worker?.keys.filter((k) => globToRegExp(k.replace(/^(%[RW]+)?~/, '')).test(keys.audit))).toEqual([`%W~${keys.audit}`]);
     expect(matches(worker, `${prefix}:${queueName(prefix, 'host')}:wait`)).toBe(false);
     expect(matches(byRole.get('dispatcher'), keys.audit)).toBe(true);
-    expect(worker?.channels).toEqual(expect.arrayContaining([keys.cancelChannel, keys.catalogChannel]));
+    expect(worker?.channels).toEqual(expect.arrayContaining([keys.cancelChannel('platform'), keys.catalogChannel]));
+    expect(worker?.channels).not.toContain(keys.cancelChannel('host'));
   });
 
   it('keeps the committed infra/redis/fleet.acl in step with the generator', () => {
@@ -351,14 +358,14 @@ describe('the fleet’s own Redis code under the ACL', () => {
     expect(snapshot.get('echo')?.liveWorkers).toBe(1);
 
     // Dispatcher side: the submit pipeline (EVAL CREATE_CALL + ZCOUNT + BullMQ addJob on one connection).
-    const inbox = new ReplyInbox(dispatcherBlocking, keys, dispatcherId);
+    const inbox = new ReplyInbox(dispatcherBlocking, keys, dispatcherId, { lanes: ['platform', 'embedded', 'host'] });
     inbox.start();
     const queues = new TierQueues(dispatcherQueues, keys, retention);
     const dispatcherStore = new CallStore(dispatcherCommands, keys, retention);
     const id = randomUUID();
     const env = envelope(id, 'platform', dispatcherId);
     try {
-      const submitted = await queues.submit({ id, name: 'echo', status: 'queued', replyTo: dispatcherId, envelope: env }, echoDefinition);
+      const submitted = await queues.submit({ id, lane: 'platform', name: 'echo', status: 'queued', replyTo: dispatcherId, envelope: env }, echoDefinition);
       expect(submitted).toEqual({ created: true, live: 1 });
       expect((await dispatcherStore.watch(id, watcherId))?.status).toBe('queued');
       const reply = inbox.wait(id, 20_000);
@@ -369,9 +376,9 @@ describe('the fleet’s own Redis code under the ACL', () => {
       const worker = new Worker(
         queueName(prefix, 'platform'),
         async (job: Job<CallEnvelope>) => {
-          expect((await workerStore.start(job.data.call.id, 'w1')).outcome).toBe('started');
-          const targets = await workerStore.finish(job.data.call.id, 'completed', result, { replyTo: job.data.replyTo });
-          await new ReplyPublisher(workerCommands, keys).publish(targets ?? [], { v: 1, id: job.data.call.id, status: 'completed', result });
+          expect((await workerStore.start('platform', job.data.call.id, 'w1')).outcome).toBe('started');
+          const targets = await workerStore.finish('platform', job.data.call.id, 'completed', result, { replyTo: job.data.replyTo });
+          await new ReplyPublisher(workerCommands, keys).publish('platform', targets ?? [], { v: 1, id: job.data.call.id, status: 'completed', result });
           return targets;
         },
         { connection: connect('worker-platform'), prefix, autorun: true },
@@ -389,14 +396,22 @@ describe('the fleet’s own Redis code under the ACL', () => {
       expect(targets).toEqual([watcherId]);
       expect(await reply).toMatchObject({ id, status: 'completed', result } satisfies Partial<ReplyMessage>);
       // The reply to the other dispatcher went out through ReplyPublisher (LPUSH + PEXPIRE).
-      expect(await dispatcherCommands.lrange(keys.replies(watcherId), 0, -1)).toHaveLength(1);
+      expect(await dispatcherCommands.lrange(keys.replies('platform', watcherId), 0, -1)).toHaveLength(1);
+      // The platform worker's user can neither read nor write a Host call's record, nor find calls by id.
+      const hostCall = randomUUID();
+      await dispatcherStore.create({ id: hostCall, lane: 'host', name: 'echo', status: 'queued', replyTo: dispatcherId, envelope: envelope(hostCall, 'host', dispatcherId) });
+      await expect(workerCommands.hgetall(keys.call('host', hostCall))).rejects.toThrow(NOPERM);
+      await expect(workerCommands.hset(keys.call('host', hostCall), 'status', 'completed')).rejects.toThrow(NOPERM);
+      await expect(workerStore.finish('host', hostCall, 'completed', result)).rejects.toThrow(NOPERM);
+      await expect(workerCommands.get(keys.callLane(hostCall))).rejects.toThrow(NOPERM);
+      expect((await dispatcherStore.get(hostCall))?.status).toBe('queued');
       expect((await dispatcherStore.get(id))?.status).toBe('completed');
 
       // Dispatcher side: audit (XADD on a write-only key), cancel and withdraw scripts.
       const entry: AuditEntry = { at: new Date().toISOString(), callId: id, tool: 'echo', errorCategory: 'out_of_scope', scopeAtListing: null, scopeAtDispatch: 'echo' };
       await new RedisAuditLogger(dispatcherCommands, keys).record(entry);
       await expect(dispatcherCommands.xrange(keys.audit, '-', '+')).rejects.toThrow(NOPERM);
-      expect(await dispatcherStore.cancel(id, result)).toEqual({ state: 'final' });
+      expect(await dispatcherStore.cancel('platform', id, result)).toEqual({ state: 'final' });
       await workerCatalog.withdraw('w1', ['echo']);
     } finally {
       await inbox.stop();

@@ -7,6 +7,8 @@ import { redisUrl } from '../fixtures/redis.js';
 
 const prefix = `st${randomUUID().slice(0, 8)}`;
 const keys = fleetKeys(prefix);
+/** These calls' lane. */
+const L = 'platform';
 let redis: Redis;
 let store: CallStore;
 
@@ -19,7 +21,7 @@ const envelope = (id: string, extra: Partial<CallEnvelope> = {}): CallEnvelope =
   ...extra,
 });
 const result = (id: string, content = 'ok'): ToolResult => ({ toolCallId: id, name: 'echo', content, isError: false });
-const create = (id: string, extra: Partial<CallEnvelope> = {}) => store.create({ id, name: 'echo', status: 'queued', replyTo: 'd1', envelope: envelope(id, extra) });
+const create = (id: string, extra: Partial<CallEnvelope> = {}) => store.create({ id, lane: L, name: 'echo', status: 'queued', replyTo: 'd1', envelope: envelope(id, extra) });
 
 beforeAll(() => {
   redis = new Redis(redisUrl());
@@ -39,104 +41,116 @@ describe('CallStore (Lua transitions on a real Redis)', () => {
     const again = await create(id);
     expect(again.created).toBe(false);
     expect(again.created === false && again.existing).toMatchObject({ id, status: 'queued', name: 'echo', replyTo: 'd1', starts: 0 });
-    expect(await redis.pttl(keys.call(id))).toBeGreaterThan(0);
+    expect(await redis.pttl(keys.call(L, id))).toBeGreaterThan(0);
+  });
+
+  it('keeps a record in its lane, finds it by id alone, and refuses the id in every other lane', async () => {
+    const id = randomUUID();
+    await store.create({ id, lane: 'host.payments', name: 'echo', status: 'queued', replyTo: 'd1', envelope: envelope(id) });
+    expect(await redis.exists(keys.call('host.payments', id))).toBe(1);
+    expect(await store.laneOf(id)).toBe('host.payments');
+    expect(await store.get(id)).toMatchObject({ id, lane: 'host.payments', status: 'queued' });
+    expect(await store.getIn(L, id)).toBeUndefined();
+    const again = await store.create({ id, lane: L, name: 'echo', status: 'queued', replyTo: 'd2', envelope: envelope(id) });
+    expect(again).toMatchObject({ created: false, existing: { lane: 'host.payments', replyTo: 'd1' } });
+    expect(await redis.exists(keys.call(L, id))).toBe(0);
   });
 
   it('starts a queued call, and reports a second start as a redelivery', async () => {
     const id = randomUUID();
     await create(id);
-    expect(await store.start(id, 'w1')).toEqual({ outcome: 'started', starts: 1 });
-    expect(await store.start(id, 'w2')).toEqual({ outcome: 'redelivered', starts: 2 });
+    expect(await store.start(L, id, 'w1')).toEqual({ outcome: 'started', starts: 1 });
+    expect(await store.start(L, id, 'w2')).toEqual({ outcome: 'redelivered', starts: 2 });
     expect((await store.get(id))?.status).toBe('running');
   });
 
   it('finishes exactly once, naming the submitter then the watchers', async () => {
     const id = randomUUID();
     await create(id);
-    await store.start(id, 'w1');
+    await store.start(L, id, 'w1');
     await store.watch(id, 'd2');
     await store.watch(id, 'd1'); // the submitter is not added as a watcher
-    expect(await store.finish(id, 'completed', result(id))).toEqual(['d1', 'd2']);
-    expect(await store.finish(id, 'failed', result(id, 'second'))).toBeUndefined();
+    expect(await store.finish(L, id, 'completed', result(id))).toEqual(['d1', 'd2']);
+    expect(await store.finish(L, id, 'failed', result(id, 'second'))).toBeUndefined();
     const record = await store.get(id);
     expect(record).toMatchObject({ status: 'completed', result: { content: 'ok' } });
-    expect(await redis.exists(keys.watchers(id))).toBe(0);
+    expect(await redis.exists(keys.watchers(L, id))).toBe(0);
   });
 
   it('refuses to start what is final, cancelled, expired or missing', async () => {
     const done = randomUUID();
     await create(done);
-    await store.finish(done, 'completed', result(done));
-    expect((await store.start(done, 'w')).outcome).toBe('final');
-    expect((await store.start(randomUUID(), 'w')).outcome).toBe('missing');
+    await store.finish(L, done, 'completed', result(done));
+    expect((await store.start(L, done, 'w')).outcome).toBe('final');
+    expect((await store.start(L, randomUUID(), 'w')).outcome).toBe('missing');
     const expired = randomUUID();
     await create(expired, { deadline: Date.now() - 1 });
-    expect((await store.start(expired, 'w')).outcome).toBe('expired');
+    expect((await store.start(L, expired, 'w')).outcome).toBe('expired');
   });
 
   it('cancels a queued call at once and flags a running one', async () => {
     const queued = randomUUID();
     await create(queued);
-    expect(await store.cancel(queued, result(queued, 'cancelled'))).toEqual({ state: 'cancelled', targets: ['d1'] });
-    expect((await store.start(queued, 'w')).outcome).toBe('final');
+    expect(await store.cancel(L, queued, result(queued, 'cancelled'))).toEqual({ state: 'cancelled', targets: ['d1'] });
+    expect((await store.start(L, queued, 'w')).outcome).toBe('final');
 
     const running = randomUUID();
     await create(running);
-    await store.start(running, 'w');
-    expect(await store.cancel(running, result(running))).toEqual({ state: 'running' });
-    expect(await store.cancel(randomUUID(), result('x'))).toEqual({ state: 'missing' });
+    await store.start(L, running, 'w');
+    expect(await store.cancel(L, running, result(running))).toEqual({ state: 'running' });
+    expect(await store.cancel(L, randomUUID(), result('x'))).toEqual({ state: 'missing' });
   });
 
   it('puts a running call back to queued for a retry', async () => {
     const id = randomUUID();
     await create(id);
-    await store.start(id, 'w');
-    expect(await store.requeue(id)).toBe(true);
-    expect(await store.start(id, 'w')).toEqual({ outcome: 'started', starts: 2 });
+    await store.start(L, id, 'w');
+    expect(await store.requeue(L, id)).toBe(true);
+    expect(await store.start(L, id, 'w')).toEqual({ outcome: 'started', starts: 2 });
   });
 
   it('skips a job whose submission token is not the record\'s', async () => {
     const id = randomUUID();
     await create(id, { token: 'first' });
-    expect((await store.start(id, 'w', 'second')).outcome).toBe('superseded');
+    expect((await store.start(L, id, 'w', 'second')).outcome).toBe('superseded');
     expect((await store.get(id))?.status).toBe('queued');
-    expect(await store.start(id, 'w', 'first')).toEqual({ outcome: 'started', starts: 1 });
+    expect(await store.start(L, id, 'w', 'first')).toEqual({ outcome: 'started', starts: 1 });
   });
 
   it('pushes the submitter\'s reply in the finishing step and names only the others', async () => {
     const id = randomUUID();
     await create(id);
-    await store.start(id, 'w1');
+    await store.start(L, id, 'w1');
     await store.watch(id, 'd2');
-    expect(await store.finish(id, 'completed', result(id), { replyTo: 'd1' })).toEqual(['d2']);
-    const [pushed] = await redis.lrange(keys.replies('d1'), 0, -1);
+    expect(await store.finish(L, id, 'completed', result(id), { replyTo: 'd1' })).toEqual(['d2']);
+    const [pushed] = await redis.lrange(keys.replies(L, 'd1'), 0, -1);
     expect(JSON.parse(pushed!)).toEqual({ v: 1, id, status: 'completed', result: result(id) });
-    expect(await redis.pttl(keys.replies('d1'))).toBeGreaterThan(0);
+    expect(await redis.pttl(keys.replies(L, 'd1'))).toBeGreaterThan(0);
     // A job naming another submitter than the record's pushes nothing itself.
     const other = randomUUID();
     await create(other);
-    expect(await store.finish(other, 'completed', result(other), { replyTo: 'd9' })).toEqual(['d1']);
-    expect(await redis.exists(keys.replies('d9'))).toBe(0);
-    await redis.del(keys.replies('d1'));
+    expect(await store.finish(L, other, 'completed', result(other), { replyTo: 'd9' })).toEqual(['d1']);
+    expect(await redis.exists(keys.replies(L, 'd9'))).toBe(0);
+    await redis.del(keys.replies(L, 'd1'));
   });
 
   it('withdraws a queued call only under its own token and before any start', async () => {
     const id = randomUUID();
     await create(id, { token: 't1' });
-    expect(await store.withdraw(id, 't2')).toBe(false);
-    expect(await store.withdraw(id, 't1')).toBe(true);
+    expect(await store.withdraw(L, id, 't2')).toBe(false);
+    expect(await store.withdraw(L, id, 't1')).toBe(true);
     expect(await store.get(id)).toBeUndefined();
     const started = randomUUID();
     await create(started, { token: 't1' });
-    await store.start(started, 'w', 't1');
-    expect(await store.withdraw(started, 't1')).toBe(false);
+    await store.start(L, started, 'w', 't1');
+    expect(await store.withdraw(L, started, 't1')).toBe(false);
   });
 
   it('finishes only from the given status when asked to', async () => {
     const id = randomUUID();
     await create(id);
-    await store.start(id, 'w');
-    expect(await store.finish(id, 'failed', result(id), { onlyFrom: 'queued' })).toBeUndefined();
+    await store.start(L, id, 'w');
+    expect(await store.finish(L, id, 'failed', result(id), { onlyFrom: 'queued' })).toBeUndefined();
     expect((await store.get(id))?.status).toBe('running');
   });
 });
@@ -144,15 +158,20 @@ describe('CallStore (Lua transitions on a real Redis)', () => {
 describe('reply lists', () => {
   it('delivers a pushed result to the request waiting for it, and only to it', async () => {
     const blocking = new Redis(redisUrl(), { maxRetriesPerRequest: null });
-    const inbox = new ReplyInbox(blocking, keys, 'd-inbox');
+    const inbox = new ReplyInbox(blocking, keys, 'd-inbox', { lanes: [L, 'host'] });
     inbox.start();
     try {
       const id = randomUUID();
+      const fromHost = randomUUID();
       const waiting = inbox.wait(id, 5000);
+      const hostWaiting = inbox.wait(fromHost, 5000);
       const other = inbox.wait(randomUUID(), 100);
-      expect(inbox.waiting).toBe(2);
-      await publishReply(redis, keys, ['d-inbox', 'd-inbox'], { v: 1, id, status: 'completed', result: result(id) });
+      expect(inbox.waiting).toBe(3);
+      await publishReply(redis, keys, L, ['d-inbox', 'd-inbox'], { v: 1, id, status: 'completed', result: result(id) });
       expect(await waiting).toMatchObject({ id, status: 'completed' });
+      // Each lane has its own list; the inbox reads them all.
+      await publishReply(redis, keys, 'host', ['d-inbox'], { v: 1, id: fromHost, status: 'completed', result: result(fromHost) });
+      expect(await hostWaiting).toMatchObject({ id: fromHost, status: 'completed' });
       expect(await other).toBeUndefined();
       expect(inbox.waiting).toBe(0);
     } finally {
@@ -170,7 +189,7 @@ describe('TierQueues: records and jobs in one write', () => {
       await catalog.announce('wq', [{ name: 'echo', description: '', parameters: { type: 'object', properties: {} }, tier: 'platform', retryable: false, speculatable: false, requiresConfirmation: false }], 10_000);
       const [a, b] = [randomUUID(), randomUUID()];
       await create(b, { token: 'earlier' });
-      const submit = (id: string) => queues.submit({ id, name: 'echo', status: 'queued', replyTo: 'd1', envelope: envelope(id, { token: `tok-${id}` }) }, { tier: 'platform' });
+      const submit = (id: string) => queues.submit({ id, lane: L, name: 'echo', status: 'queued', replyTo: 'd1', envelope: envelope(id, { token: `tok-${id}` }) }, { tier: 'platform' });
       // Same turn: one job carries both calls.
       const [first, second] = await Promise.all([submit(a), submit(b)]);
       expect(first).toEqual({ created: true, live: 1 });
@@ -181,7 +200,7 @@ describe('TierQueues: records and jobs in one write', () => {
       expect(await queue.getWaitingCount()).toBe(1);
       expect((job!.data as { batch: CallEnvelope[] }).batch.map((e) => e.call.id)).toEqual([a, b]);
       // The resubmitted id's copy in the job cannot start: its token is not the record's.
-      expect((await store.start(b, 'w', `tok-${b}`)).outcome).toBe('superseded');
+      expect((await store.start(L, b, 'w', `tok-${b}`)).outcome).toBe('superseded');
       await catalog.withdraw('wq', ['echo']);
     } finally {
       await queues.close();

@@ -84,6 +84,7 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
     risk: new RedisRiskSignalQueue(redis, keys, (err) => log.error({ err }, 'risk signal write failed')),
     log,
   });
+  catalog.onLanes = (lanes) => inbox.lanes(lanes);
   await catalog.start({ subscriber, channel: keys.catalogChannel });
   inbox.start();
   let shuttingDown = false;

@@ -87,7 +87,7 @@ export { stableStringify } from './wire/stable-json.js';
 export { deriveQueueKey, signEnvelope, envelopeForgery, SIGNATURE_ALGORITHM, MIN_KEY_BYTES } from './signing/call-signature.js';
 
 // queues
-export { queueName, fleetKeys, DEFAULT_FLEET_PREFIX, FLEET_PREFIX_PATTERN, type FleetKeys } from './queues/names.js';
+export { queueName, laneOf, fleetKeys, DEFAULT_FLEET_PREFIX, FLEET_PREFIX_PATTERN, type FleetKeys } from './queues/names.js';
 
 // config
 export { parseConfig, RedisUrl, FleetEnv, envInt } from './config/parse.js';

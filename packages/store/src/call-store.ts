@@ -6,6 +6,8 @@ import { CANCEL_CALL, CREATE_CALL, FINISH_CALL, luaScript, REQUEUE_CALL, START_C
 /** A call's record in Redis. */
 export interface CallRecord {
   readonly id: string;
+  /** The lane (queue) whose key space holds the record. */
+  readonly lane: string;
   readonly status: CallStatus;
   readonly name: string;
   /** The dispatcher that submitted the call. */
@@ -26,6 +28,8 @@ export type StartOutcome = 'started' | 'redelivered' | 'missing' | 'superseded' 
 /** A new call's record, written before its envelope is enqueued. */
 export interface NewCall {
   readonly id: string;
+  /** The lane of the queue the call goes to (`laneOf(tier, pool)`). */
+  readonly lane: string;
   readonly name: string;
   readonly status: 'queued' | 'awaiting_approval';
   readonly replyTo: string;
@@ -39,22 +43,21 @@ export interface NewCall {
  * carries the call (see TierQueues.submit).
  */
 export function createCallArgs(call: NewCall, retentionMs: number): (string | number)[] {
-  const args: (string | number)[] = [retentionMs, 'status', call.status, 'name', call.name, 'replyTo', call.replyTo, 'envelope', JSON.stringify(call.envelope), 'createdAt', Date.now(), 'starts', 0];
+  const args: (string | number)[] = [retentionMs, call.lane, 'status', call.status, 'name', call.name, 'replyTo', call.replyTo, 'envelope', JSON.stringify(call.envelope), 'createdAt', Date.now(), 'starts', 0];
   if (call.envelope.token !== undefined) args.push('token', call.envelope.token);
   if (call.envelope.deadline !== undefined) args.push('deadline', call.envelope.deadline);
   if (call.reason !== undefined) args.push('reason', call.reason);
   return args;
 }
 
-/** What CREATE_CALL answered: created, or the record that already holds the id. */
-export function createOutcome(id: string, reply: 0 | string[]): { created: true } | { created: false; existing: CallRecord } {
-  if (reply === 0) return { created: true };
-  const existing = parseRecord(id, reply);
-  if (existing === undefined) throw new Error(`call record '${id}' exists but cannot be read`);
-  return { created: false, existing };
+/** The record of a taken id, read from the lane CREATE_CALL answered with. */
+export function existingRecord(id: string, lane: string, flat: readonly string[]): CallRecord {
+  const existing = parseRecord(id, lane, flat);
+  if (existing === undefined) throw new Error(`call id '${id}' is taken in lane '${lane}' but its record cannot be read`);
+  return existing;
 }
 
-function parseRecord(id: string, flat: readonly string[]): CallRecord | undefined {
+function parseRecord(id: string, lane: string, flat: readonly string[]): CallRecord | undefined {
   if (flat.length === 0) return undefined;
   const h: Record<string, string> = {};
   for (let i = 0; i + 1 < flat.length; i += 2) h[flat[i]!] = flat[i + 1]!;
@@ -64,6 +67,7 @@ function parseRecord(id: string, flat: readonly string[]): CallRecord | undefine
   const result = h.result === undefined ? undefined : ToolResult.safeParse(JSON.parse(h.result));
   return {
     id,
+    lane,
     status: status.data,
     name: h.name ?? '',
     replyTo: h.replyTo ?? '',
@@ -108,10 +112,10 @@ export class CallStore {
     this.#redis = redis;
     this.#keys = keys;
     this.#retentionMs = retentionMs;
-    this.#create = luaScript<0 | string[]>(redis, 'forgeCreateCall', 1, CREATE_CALL);
+    this.#create = luaScript<0 | string>(redis, 'forgeCreateCall', 2, CREATE_CALL);
     this.#start = luaScript<[StartOutcome, number]>(redis, 'forgeStartCall', 1, START_CALL);
     this.#finish = luaScript<string[] | null>(redis, 'forgeFinishCall', 'variable', FINISH_CALL);
-    this.#void = luaScript<number>(redis, 'forgeVoidCall', 1, VOID_CALL);
+    this.#void = luaScript<number>(redis, 'forgeVoidCall', 2, VOID_CALL);
     // Cluster slots separate a call from its submitter's reply list; there the reply goes out as its own command.
     this.#inlineReplies = redis.isCluster !== true;
     this.#requeue = luaScript<number>(redis, 'forgeRequeueCall', 1, REQUEUE_CALL);
@@ -121,7 +125,9 @@ export class CallStore {
 
   /** Writes a new record. Returns the existing one instead when the id is taken (idempotent submission). */
   async create(call: NewCall): Promise<{ created: true } | { created: false; existing: CallRecord }> {
-    return createOutcome(call.id, await this.#create([this.#keys.call(call.id)], createCallArgs(call, this.#retentionMs)));
+    const reply = await this.#create([this.#keys.callLane(call.id), this.#keys.call(call.lane, call.id)], createCallArgs(call, this.#retentionMs));
+    if (reply === 0) return { created: true };
+    return { created: false, existing: existingRecord(call.id, reply, await this.#hgetall(reply, call.id)) };
   }
 
   /**
@@ -129,20 +135,36 @@ export class CallStore {
    * no live worker, unless a worker took it meanwhile (then it has one).
    * @returns whether the call was withdrawn.
    */
-  async withdraw(id: string, token: string): Promise<boolean> {
-    return (await this.#void([this.#keys.call(id)], [token])) === 1;
+  async withdraw(lane: string, id: string, token: string): Promise<boolean> {
+    return (await this.#void([this.#keys.call(lane, id), this.#keys.callLane(id)], [token])) === 1;
   }
 
+  /** The lane holding a call's record, or `undefined` for an unknown id. */
+  async laneOf(id: string): Promise<string | undefined> {
+    return (await this.#redis.get(this.#keys.callLane(id))) ?? undefined;
+  }
+
+  /** Reads a call by id alone (a dispatcher: one read for the lane, one for the record). */
   async get(id: string): Promise<CallRecord | undefined> {
-    return parseRecord(id, Object.entries(await this.#redis.hgetall(this.#keys.call(id))).flat());
+    const lane = await this.laneOf(id);
+    return lane === undefined ? undefined : this.getIn(lane, id);
+  }
+
+  /** Reads a call in a known lane (a worker reads only its own). */
+  async getIn(lane: string, id: string): Promise<CallRecord | undefined> {
+    return parseRecord(id, lane, await this.#hgetall(lane, id));
+  }
+
+  async #hgetall(lane: string, id: string): Promise<string[]> {
+    return Object.entries(await this.#redis.hgetall(this.#keys.call(lane, id))).flat();
   }
 
   /**
    * A worker takes the call; see {@link StartOutcome}. `token` is the
    * submission token the job's envelope carries, if any.
    */
-  async start(id: string, workerId: string, token = '', now = Date.now()): Promise<{ outcome: StartOutcome; starts: number }> {
-    const [outcome, starts] = await this.#start([this.#keys.call(id)], [now, workerId, token]);
+  async start(lane: string, id: string, workerId: string, token = '', now = Date.now()): Promise<{ outcome: StartOutcome; starts: number }> {
+    const [outcome, starts] = await this.#start([this.#keys.call(lane, id)], [now, workerId, token]);
     return { outcome, starts: Number(starts) };
   }
 
@@ -153,13 +175,13 @@ export class CallStore {
    * the submitter's reply is pushed in the same step and left out of the
    * returned ids.
    */
-  async finish(id: string, status: CallStatus, result: ToolResult, options: { onlyFrom?: CallStatus; replyTo?: string; resultJson?: string } = {}): Promise<string[] | undefined> {
+  async finish(lane: string, id: string, status: CallStatus, result: ToolResult, options: { onlyFrom?: CallStatus; replyTo?: string; resultJson?: string } = {}): Promise<string[] | undefined> {
     // A caller that has already serialised the result (to check its size) passes the text along.
     const resultJson = options.resultJson ?? JSON.stringify(result);
-    const keys = [this.#keys.call(id), this.#keys.watchers(id)];
+    const keys = [this.#keys.call(lane, id), this.#keys.watchers(lane, id)];
     const args: (string | number)[] = [status, resultJson, Date.now(), this.#retentionMs, options.onlyFrom ?? ''];
     if (options.replyTo !== undefined && this.#inlineReplies) {
-      keys.push(this.#keys.replies(options.replyTo));
+      keys.push(this.#keys.replies(lane, options.replyTo));
       // The ReplyMessage, spliced around the result's JSON instead of serialising the result twice.
       args.push(`{"v":1,"id":${JSON.stringify(id)},"status":"${status}","result":${resultJson}}`, options.replyTo, REPLY_LIST_TTL_MS);
     }
@@ -167,27 +189,24 @@ export class CallStore {
     return targets === null ? undefined : targets;
   }
 
-  /** Deletes a record this dispatcher just created for a call it then refused, so the id stays free. */
-  async discard(id: string): Promise<void> {
-    await this.#redis.del(this.#keys.call(id));
-  }
-
   /** Puts a running call back to queued before BullMQ retries it. */
-  async requeue(id: string): Promise<boolean> {
-    return (await this.#requeue([this.#keys.call(id)], [])) === 1;
+  async requeue(lane: string, id: string): Promise<boolean> {
+    return (await this.#requeue([this.#keys.call(lane, id)], [])) === 1;
   }
 
   /** Reads the record and, if it is still open, registers `dispatcherId` to be told when it ends. */
   async watch(id: string, dispatcherId: string): Promise<CallRecord | undefined> {
-    return parseRecord(id, await this.#watch([this.#keys.call(id), this.#keys.watchers(id)], [dispatcherId, this.#retentionMs]));
+    const lane = await this.laneOf(id);
+    if (lane === undefined) return undefined;
+    return parseRecord(id, lane, await this.#watch([this.#keys.call(lane, id), this.#keys.watchers(lane, id)], [dispatcherId, this.#retentionMs]));
   }
 
   /**
    * Cancels a call: a queued one ends now (returns who to notify), a running
    * one is flagged for its worker.
    */
-  async cancel(id: string, cancelledResult: ToolResult): Promise<{ state: 'missing' | 'final' | 'running' } | { state: 'cancelled'; targets: string[] }> {
-    const [state, ...targets] = await this.#cancel([this.#keys.call(id), this.#keys.watchers(id)], [JSON.stringify(cancelledResult), Date.now(), this.#retentionMs]);
+  async cancel(lane: string, id: string, cancelledResult: ToolResult): Promise<{ state: 'missing' | 'final' | 'running' } | { state: 'cancelled'; targets: string[] }> {
+    const [state, ...targets] = await this.#cancel([this.#keys.call(lane, id), this.#keys.watchers(lane, id)], [JSON.stringify(cancelledResult), Date.now(), this.#retentionMs]);
     if (state === 'cancelled') return { state, targets };
     return { state: state as 'missing' | 'final' | 'running' };
   }

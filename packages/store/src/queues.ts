@@ -1,7 +1,7 @@
 import { type CallBatch, type FleetKeys, queueName, type ToolDefinition } from '@forge-fleet/shared';
 import { type IRedisTransaction, Job, Queue } from 'bullmq';
 import type { ChainableCommander, Redis } from 'ioredis';
-import { type CallRecord, createCallArgs, createOutcome, type NewCall } from './call-store.js';
+import { type CallRecord, createCallArgs, existingRecord, type NewCall } from './call-store.js';
 import { CREATE_CALL } from './scripts.js';
 
 /**
@@ -106,7 +106,7 @@ export class TierQueues {
     const queue = this.queue(name);
     // BullMQ's own pipeline (its job scripts are defined on it), raw ioredis underneath.
     const pipeline = (await queue.getBackend().client).pipeline() as IRedisTransaction & Pick<ChainableCommander, 'eval' | 'zcount'>;
-    for (const { call } of pending) pipeline.eval(CREATE_CALL, 1, this.#keys.call(call.id), ...createCallArgs(call, this.#retentionMs));
+    for (const { call } of pending) pipeline.eval(CREATE_CALL, 2, this.#keys.callLane(call.id), this.#keys.call(call.lane, call.id), ...createCallArgs(call, this.#retentionMs));
     const tools = [...new Set(pending.map((p) => p.call.name))];
     const now = Date.now();
     for (const tool of tools) pipeline.zcount(this.#keys.catalogLeases(tool), now, '+inf');
@@ -122,16 +122,25 @@ export class TierQueues {
     const added = results[pending.length + tools.length];
     if (added === undefined || added[0] !== null) throw added?.[0] ?? new Error('the job was not added');
     const live = new Map(tools.map((tool, i) => [tool, Number(results[pending.length + i]?.[1] ?? 0)]));
+    const taken: { p: PendingCall; lane: string }[] = [];
     pending.forEach((p, i) => {
       const [error, reply] = results[i] ?? [new Error('no reply for the call record')];
       if (error !== null) p.reject(error);
-      else {
-        try {
-          const outcome = createOutcome(p.call.id, reply as 0 | string[]);
-          p.resolve(outcome.created ? { created: true, live: live.get(p.call.name) ?? 0 } : outcome);
-        } catch (parseError) {
-          p.reject(parseError);
-        }
+      else if (reply === 0) p.resolve({ created: true, live: live.get(p.call.name) ?? 0 });
+      else taken.push({ p, lane: String(reply) });
+    });
+    if (taken.length === 0) return;
+    // Taken ids (resubmissions) are rare: their records are read in a second round trip.
+    const reads = this.#redis.pipeline();
+    for (const { p, lane } of taken) reads.hgetall(this.#keys.call(lane, p.call.id));
+    const records = (await reads.exec()) ?? [];
+    taken.forEach(({ p, lane }, i) => {
+      const [error, hash] = records[i] ?? [new Error('no reply for the existing record')];
+      if (error !== null) return p.reject(error);
+      try {
+        p.resolve({ created: false, existing: existingRecord(p.call.id, lane, Object.entries(hash as Record<string, string>).flat()) });
+      } catch (readError) {
+        p.reject(readError);
       }
     });
   }

@@ -23,13 +23,14 @@ export class ReplyPublisher {
     private readonly keys: FleetKeys,
   ) {}
 
-  async publish(targets: readonly string[], message: ReplyMessage): Promise<void> {
+  /** Pushes a result of a call of `lane` to each target dispatcher's reply list for that lane. */
+  async publish(lane: string, targets: readonly string[], message: ReplyMessage): Promise<void> {
     const payload = JSON.stringify(message);
     const now = Date.now();
     const writes: Promise<unknown>[] = [];
     for (const target of new Set(targets)) {
       if (target === '') continue;
-      const key = this.keys.replies(target);
+      const key = this.keys.replies(lane, target);
       writes.push(this.redis.lpush(key, payload));
       // The expiry only bounds what a crashed dispatcher leaves behind: renewing it once a second is plenty.
       if (now - (this.#expiresRenewed.get(key) ?? 0) > 1000) {
@@ -43,20 +44,24 @@ export class ReplyPublisher {
 }
 
 /** One-off form of {@link ReplyPublisher.publish}, for rare paths (cancel, expiry). */
-export async function publishReply(redis: Redis, keys: FleetKeys, targets: readonly string[], message: ReplyMessage): Promise<void> {
-  await new ReplyPublisher(redis, keys).publish(targets, message);
+export async function publishReply(redis: Redis, keys: FleetKeys, lane: string, targets: readonly string[], message: ReplyMessage): Promise<void> {
+  await new ReplyPublisher(redis, keys).publish(lane, targets, message);
 }
 
 type Waiter = (message: ReplyMessage | undefined) => void;
 
 /**
- * One dispatcher's inbox: a single loop drains its reply list with
- * `BLMPOP … COUNT` on a dedicated connection and hands each result to the
- * requests waiting for that call.
+ * One dispatcher's inbox: a single loop drains its reply lists — one per lane
+ * (tier or pool), all in one hash slot — with `BLMPOP … COUNT` on a dedicated
+ * connection and hands each result to the requests waiting for that call.
  */
 export class ReplyInbox {
   readonly #redis: Redis;
-  readonly #key: string;
+  readonly #keys: FleetKeys;
+  readonly #dispatcherId: string;
+  /** The reply lists read, one per lane; read in turn so a busy lane cannot starve another. */
+  #lists: string[] = [];
+  #turn = 0;
   readonly #waiters = new Map<string, Set<Waiter>>();
   readonly #batch: number;
   #running = false;
@@ -68,11 +73,22 @@ export class ReplyInbox {
    * @param redis a connection used for nothing else (it blocks).
    * @param batch replies taken per read. @defaultValue 512
    */
-  constructor(redis: Redis, keys: FleetKeys, dispatcherId: string, options: { batch?: number; onError?: (error: unknown) => void } = {}) {
+  constructor(redis: Redis, keys: FleetKeys, dispatcherId: string, options: { batch?: number; lanes?: readonly string[]; onError?: (error: unknown) => void } = {}) {
     this.#redis = redis;
-    this.#key = keys.replies(dispatcherId);
+    this.#keys = keys;
+    this.#dispatcherId = dispatcherId;
+    this.lanes(options.lanes ?? []);
     this.#batch = options.batch ?? 512;
     this.#onError = options.onError ?? (() => {});
+  }
+
+  /**
+   * Sets the lanes whose reply lists are read (the tiers, and each host pool
+   * the catalog knows). A change takes effect at the next read, within the
+   * one-second block: a reply pushed meanwhile waits in its list, never lost.
+   */
+  lanes(lanes: readonly string[]): void {
+    this.#lists = [...new Set(lanes)].sort().map((lane) => this.#keys.replies(lane, this.#dispatcherId));
   }
 
   start(): void {
@@ -143,7 +159,15 @@ export class ReplyInbox {
     while (this.#running) {
       let reply: [string, string[]] | null;
       try {
-        reply = (await this.#redis.blmpop(1, 1, this.#key, 'RIGHT', 'COUNT', this.#batch));
+        const lists = this.#lists;
+        if (lists.length === 0) {
+          await new Promise((r) => setTimeout(r, 100));
+          continue;
+        }
+        // Start from another list each time: BLMPOP serves the first non-empty one.
+        const first = this.#turn++ % lists.length;
+        const order = [...lists.slice(first), ...lists.slice(0, first)];
+        reply = (await this.#redis.blmpop(1, order.length, ...order, 'RIGHT', 'COUNT', this.#batch));
       } catch (error) {
         if (!this.#running) return;
         this.#onError(error);

@@ -21,11 +21,19 @@ export function luaScript<R>(
 
 const FINAL = `local function final(st) return st == 'completed' or st == 'failed' or st == 'cancelled' end`;
 
-/** Creates a call record unless one exists; returns 0 when created, else the existing record's fields. */
+/**
+ * Creates a call record unless the id is taken (in any lane); returns 0 when
+ * created, else the lane that holds the existing record. KEYS: the id's lane
+ * index, the record; ARGV: retention ms, lane, then the record's fields. The
+ * index outlives the record's first retention period twice over: a call's
+ * record stays findable by id for as long as it is kept.
+ */
 export const CREATE_CALL = `
-if redis.call('EXISTS', KEYS[1]) == 1 then return redis.call('HGETALL', KEYS[1]) end
-redis.call('HSET', KEYS[1], unpack(ARGV, 2))
-redis.call('PEXPIRE', KEYS[1], ARGV[1])
+local lane = redis.call('GET', KEYS[1])
+if lane then return lane end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', tonumber(ARGV[1]) * 2)
+redis.call('HSET', KEYS[2], unpack(ARGV, 3))
+redis.call('PEXPIRE', KEYS[2], ARGV[1])
 return 0`;
 
 /**
@@ -80,13 +88,14 @@ return targets`;
 
 /**
  * Withdraws a call that was recorded and enqueued in one step but found to
- * have no live worker: deleted (so the id stays free and its job is skipped
- * as 'missing') only while still queued under the same submission token.
- * Returns 1 when withdrawn, 0 when a worker had already taken it.
+ * have no live worker: deleted with its lane index (so the id stays free and
+ * its job is skipped as 'missing') only while still queued under the same
+ * submission token. Returns 1 when withdrawn, 0 when a worker had already
+ * taken it.
  */
 export const VOID_CALL = `
 if redis.call('HGET', KEYS[1], 'status') ~= 'queued' or redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then return 0 end
-redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[1], KEYS[2])
 return 1`;
 
 /** A running call goes back to the queue (a retry after a transient failure). */

@@ -1,4 +1,4 @@
-import { NoWorkerError, parseToolDefinition, type ToolDefinition, ToolNotFoundError } from '@forge-fleet/shared';
+import { laneOf, NoWorkerError, parseToolDefinition, TIERS, type ToolDefinition, ToolNotFoundError } from '@forge-fleet/shared';
 import { type Catalog, queueFor } from '@forge-fleet/store';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
@@ -79,6 +79,17 @@ export class CatalogView {
     }
     this.#entries = next;
     this.#lastRefresh = Date.now();
+    this.onLanes?.(this.lanes());
+  }
+
+  /** Told the lanes after every read (the dispatcher's reply inbox reads one list per lane). */
+  onLanes: ((lanes: string[]) => void) | undefined;
+
+  /** Every tier's lane, and one per host pool some known tool names. */
+  lanes(): string[] {
+    const lanes = new Set<string>(TIERS);
+    for (const { definition } of this.#entries.values()) lanes.add(laneOf(definition.tier, definition.pool));
+    return [...lanes];
   }
 
   /**

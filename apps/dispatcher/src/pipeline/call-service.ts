@@ -12,6 +12,7 @@ import {
   type FleetKeys,
   InternalError,
   isFinalStatus,
+  laneOf,
   lazyChild,
   NoWorkerError,
   type ReplyMessage,
@@ -110,6 +111,8 @@ export class CallService {
       ...(caller.subject === undefined ? {} : { caller: caller.subject }),
     };
     const log = lazyChild(d.log, { callId: call.id, tool: call.name, tier: definition.tier });
+    // The lane whose key space holds the record: that of the queue the call goes to.
+    const lane = laneOf(definition.tier, definition.pool);
     // A second submission of a taken id answers for the existing call — if it is the caller's own.
     const resubmitted = (existing: CallRecord, listening?: Listening): Promise<CallView> => {
       if (!ownedBy(existing, caller)) {
@@ -121,7 +124,7 @@ export class CallService {
       return waitMs > 0 ? this.#getListening(call.id, caller, listening ?? this.d.inbox.listen(call.id, waitMs, signal)) : this.get(call.id, 0, caller, signal);
     };
     if (admission.status === 'awaiting_approval') {
-      const created = await d.store.create({ id: call.id, name: call.name, status: 'awaiting_approval', replyTo: d.dispatcherId, envelope, reason: admission.reason });
+      const created = await d.store.create({ id: call.id, lane, name: call.name, status: 'awaiting_approval', replyTo: d.dispatcherId, envelope, reason: admission.reason });
       if (!created.created) return resubmitted(created.existing);
       d.audit.call(caller, call.id, call.name, { decision: 'awaiting_approval', tier: definition.tier, reason: admission.reason });
       log.info({ waitingFor: admission.waitingFor }, 'call awaiting approval');
@@ -135,16 +138,16 @@ export class CallService {
     let submitted: Submitted;
     try {
       // Record, liveness check and job leave in one write (see TierQueues).
-      submitted = await d.queues.submit({ id: call.id, name: call.name, status: 'queued', replyTo: d.dispatcherId, envelope: queued }, definition);
+      submitted = await d.queues.submit({ id: call.id, lane, name: call.name, status: 'queued', replyTo: d.dispatcherId, envelope: queued }, definition);
     } catch (error) {
       listening?.stop();
       // The record may exist without its job: end the call so nobody waits for a run that cannot come.
       const failed = errorResult(call, new InternalError(`the call could not be enqueued: ${error instanceof Error ? error.message : String(error)}`, { cause: error }));
-      await d.store.finish(call.id, 'failed', failed, { onlyFrom: 'queued' }).catch(() => undefined);
+      await d.store.finish(lane, call.id, 'failed', failed, { onlyFrom: 'queued' }).catch(() => undefined);
       throw error;
     }
     if (!submitted.created) return resubmitted(submitted.existing, listening);
-    if (submitted.live === 0 && (await d.store.withdraw(call.id, token))) {
+    if (submitted.live === 0 && (await d.store.withdraw(lane, call.id, token))) {
       listening?.stop();
       const error = new NoWorkerError(call.name, queueFor(d.keys.prefix, definition));
       await d.audit.rejectedCall(caller, call.id, call.name, error);
@@ -194,20 +197,20 @@ export class CallService {
     const record = await d.store.get(id);
     if (record === undefined || !ownedBy(record, caller)) throw new CallNotFoundError(id);
     const cancelled = errorResult({ id, name: record.name }, new CancelledError(record.name, 'cancelled by its caller'));
-    const outcome = await d.store.cancel(id, cancelled);
+    const outcome = await d.store.cancel(record.lane, id, cancelled);
     d.log.info({ callId: id, tool: record.name, outcome: outcome.state }, 'cancel requested');
     switch (outcome.state) {
       case 'missing':
         throw new CallNotFoundError(id);
       case 'cancelled':
         d.audit.call(caller, id, record.name, { decision: 'cancelled', code: 'CANCELLED' });
-        await publishReply(d.redis, d.keys, outcome.targets, { v: 1, id, status: 'cancelled', result: cancelled });
+        await publishReply(d.redis, d.keys, record.lane, outcome.targets, { v: 1, id, status: 'cancelled', result: cancelled });
         return { id, status: 'cancelled', result: cancelled };
       case 'running': {
         const reply = d.inbox.wait(id, CANCEL_CONFIRM_MS);
         // Watch first so the confirmation reaches this dispatcher even if another one submitted the call.
         await d.store.watch(id, d.dispatcherId);
-        await d.redis.publish(d.keys.cancelChannel, id);
+        await d.redis.publish(d.keys.cancelChannel(record.lane), id);
         const message = await reply;
         if (message !== undefined) return viewOfReply(message);
         const now = await d.store.get(id);
@@ -244,10 +247,10 @@ export class CallService {
   async #expireIfDue(record: CallRecord): Promise<CallView | undefined> {
     if (record.status !== 'queued' || record.deadline === undefined || Date.now() <= record.deadline) return undefined;
     const result = errorResult({ id: record.id, name: record.name }, new ExpiredError(record.name, record.deadline));
-    const targets = await this.d.store.finish(record.id, 'failed', result, { onlyFrom: 'queued' });
+    const targets = await this.d.store.finish(record.lane, record.id, 'failed', result, { onlyFrom: 'queued' });
     if (targets === undefined) return undefined;
     this.d.audit.write({ decision: 'failed', code: 'EXPIRED', callId: record.id, tool: record.name, ...(record.envelope?.caller === undefined ? {} : { caller: record.envelope.caller }) });
-    await publishReply(this.d.redis, this.d.keys, targets, { v: 1, id: record.id, status: 'failed', result });
+    await publishReply(this.d.redis, this.d.keys, record.lane, targets, { v: 1, id: record.id, status: 'failed', result });
     return { id: record.id, status: 'failed', result };
   }
 }

@@ -15,6 +15,7 @@ import {
   isErrorCode,
   lazyChild,
   isRetryable,
+  laneOf,
   queueName,
   runExecutor,
   type Tier,
@@ -87,6 +88,8 @@ class Slots {
 export class WorkerPool {
   readonly id: string;
   readonly queue: string;
+  /** The key space of this pool's calls (records, reply lists, cancel channel): its Redis user may touch no other. */
+  readonly lane: string;
   readonly #o: WorkerPoolOptions;
   readonly #tools: Map<string, Tool>;
   readonly #keys;
@@ -117,6 +120,7 @@ export class WorkerPool {
     this.queue = queueName(options.prefix, options.tier, options.pool);
     this.#tools = new Map(options.tools.map((t) => [t.definition.name, t]));
     this.#keys = fleetKeys(options.prefix);
+    this.lane = laneOf(options.tier, options.pool);
     // `concurrency` bounds calls, not jobs: a batch job's calls share these slots.
     this.#slots = new Slots(options.concurrency);
   }
@@ -141,7 +145,7 @@ export class WorkerPool {
 
     // Cancellation is rare: one broadcast channel heard by every worker is enough.
     this.#subscriber = connectRedis(o.redisUrl, 'blocking');
-    await this.#subscriber.subscribe(this.#keys.cancelChannel);
+    await this.#subscriber.subscribe(this.#keys.cancelChannel(this.lane));
     this.#subscriber.on('message', (_channel: string, callId: string) => {
       this.#active.get(callId)?.abort('cancelled by its caller');
     });
@@ -227,7 +231,7 @@ export class WorkerPool {
       result = errorResult(envelope.call, limit);
       json = JSON.stringify(result);
     }
-    const targets = await this.#store!.finish(id, status, result, onlyFrom === undefined ? { replyTo: envelope.replyTo, resultJson: json } : { onlyFrom, replyTo: envelope.replyTo, resultJson: json });
+    const targets = await this.#store!.finish(this.lane, id, status, result, onlyFrom === undefined ? { replyTo: envelope.replyTo, resultJson: json } : { onlyFrom, replyTo: envelope.replyTo, resultJson: json });
     if (targets === undefined) return;
     if (status === 'completed' || status === 'failed') {
       const audited = this.#audit!.record({
@@ -242,7 +246,7 @@ export class WorkerPool {
       });
       Promise.resolve(audited).catch((err: unknown) => this.#o.log.error({ err, callId: id }, 'could not audit a call outcome'));
     }
-    if (targets.length > 0) await this.#replies!.publish(targets, { v: 1, id, status, result });
+    if (targets.length > 0) await this.#replies!.publish(this.lane, targets, { v: 1, id, status, result });
   }
 
   async #fail(envelope: CallEnvelope, error: FleetError, onlyFrom?: CallStatus): Promise<void> {
@@ -335,7 +339,7 @@ export class WorkerPool {
       return;
     }
     const { definition, executor } = tool;
-    const { outcome, starts } = await this.#store!.start(call.id, this.id, envelope.token);
+    const { outcome, starts } = await this.#store!.start(this.lane, call.id, this.id, envelope.token);
     switch (outcome) {
       case 'missing':
       case 'superseded':
@@ -384,7 +388,7 @@ export class WorkerPool {
       const mayRetry = definition.retryable && (lostToShutdown || (code !== undefined && isErrorCode(code) && isRetryable(code))) && starts < this.#o.retryAttempts;
       if (mayRetry) {
         // Retries are jobs of their own, delayed with exponential backoff (a shutdown hands the call back at once).
-        await this.#store!.requeue(call.id);
+        await this.#store!.requeue(this.lane, call.id);
         const delay = lostToShutdown ? 0 : this.#o.retryBackoffMs * 2 ** (starts - 1);
         try {
           await this.#retryQueue().add(call.name, envelope, { delay, removeOnComplete: true, removeOnFail: { age: 24 * 3600 } });
@@ -393,7 +397,7 @@ export class WorkerPool {
         } catch (err) {
           // No retry job, no retry: end the call with what its last run gave rather than leave it queued forever.
           log.error({ err }, 'could not enqueue the retry; ending the call with its last result');
-          await this.#store!.finish(call.id, 'failed', result, { onlyFrom: 'queued' });
+          await this.#store!.finish(this.lane, call.id, 'failed', result, { onlyFrom: 'queued' });
           return;
         }
       }

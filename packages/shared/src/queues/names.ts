@@ -19,17 +19,31 @@ export function queueName(prefix: string, tier: Tier, pool?: string): string {
   return pool === undefined ? `{${prefix}.${tier}}` : `{${prefix}.${tier}.${pool}}`;
 }
 
+/**
+ * A lane: the part of the fleet's state that belongs to one queue (`platform`,
+ * `embedded`, `host`, `host.<pool>`). Call records, reply lists and the cancel
+ * channel are split by lane so that each worker role's Redis user can be
+ * confined to its own (see infra/redis): a sandbox worker cannot read or
+ * alter a Host call's record.
+ */
+export function laneOf(tier: Tier, pool?: string): string {
+  // Pools exist for Host-tier tools only, as in queueFor.
+  return tier === 'host' && pool !== undefined ? `host.${pool}` : tier;
+}
+
 /** Keys of the fleet's own state (BullMQ keeps its keys under `<prefix>:<queue name>:…`). */
 export function fleetKeys(prefix: string) {
   return Object.freeze({
     /** The fleet prefix these keys were made from. */
     prefix,
-    /** Hash: one call's record (status, envelope, result). */
-    call: (id: string) => `${prefix}:call:{${id}}`,
+    /** Hash: one call's record (status, envelope, result), in its lane. */
+    call: (lane: string, id: string) => `${prefix}:call:${lane}:{${id}}`,
     /** Set: dispatchers (other than the submitter) waiting for a call's result. */
-    watchers: (id: string) => `${prefix}:call:{${id}}:watchers`,
-    /** List: results for one dispatcher instance, drained by its reply loop. */
-    replies: (dispatcherId: string) => `${prefix}:replies:{${dispatcherId}}`,
+    watchers: (lane: string, id: string) => `${prefix}:call:${lane}:{${id}}:watchers`,
+    /** String: which lane holds a call's record, for lookups by id alone. Dispatchers only; same slot as the record. */
+    callLane: (id: string) => `${prefix}:lane:{${id}}`,
+    /** List: results of one lane's calls for one dispatcher instance, drained by its reply loop (all its lanes share a slot). */
+    replies: (lane: string, dispatcherId: string) => `${prefix}:replies:${lane}:{${dispatcherId}}`,
     /** Hash: tool name → definition JSON, as announced by workers. */
     catalogDefinitions: `${prefix}:{${prefix}.catalog}:definitions`,
     /** Sorted set per tool: worker id → lease expiry (epoch ms). Same slot as the definitions. */
@@ -38,8 +52,8 @@ export function fleetKeys(prefix: string) {
     audit: `${prefix}:{${prefix}.audit}`,
     /** Pub/sub channel: a worker joined or left; dispatchers re-read the catalog at once. */
     catalogChannel: `${prefix}:catalog-changed`,
-    /** Pub/sub channel: ids of calls to cancel, heard by every worker. */
-    cancelChannel: `${prefix}:cancel`,
+    /** Pub/sub channel per lane: ids of calls to cancel, heard by that lane's workers. */
+    cancelChannel: (lane: string) => `${prefix}:cancel:${lane}`,
   });
 }
 export type FleetKeys = ReturnType<typeof fleetKeys>;
