@@ -37,7 +37,12 @@ const layout = (prefix) => ({
   /** The dispatchers' index: which lane holds a call id. */
   laneIndex: `${prefix}:lane:*`,
   replyKeys: (lane) => `${prefix}:replies:${lane}:*`,
+  /** Every lane's catalog (dispatchers read it all). */
   catalogKeys: `${prefix}:{${prefix}.catalog}:*`,
+  /** One lane's definitions and leases: only its own workers may write them. */
+  laneCatalogKeys: (lane) => `${prefix}:{${prefix}.catalog}:${lane}:*`,
+  /** The set of lanes that announced tools (workers add their own; SADD of a name is all it allows). */
+  catalogLanes: `${prefix}:{${prefix}.catalog}:lanes`,
   audit: `${prefix}:{${prefix}.audit}`,
   catalogChannel: `${prefix}:catalog-changed`,
   cancelChannel: (lane) => `${prefix}:cancel:${lane}`,
@@ -96,9 +101,9 @@ const BULLMQ_DIRECT = ['evalsha', 'eval', 'bzpopmin', 'xread'];
 
 /** Our own commands outside scripts (packages/store, apps/*). */
 const FLEET = {
-  dispatcher: ['hgetall', 'del', 'blmpop', 'lpush', 'pexpire', 'zcount', 'xadd', 'publish', 'subscribe', 'unsubscribe'],
+  dispatcher: ['hgetall', 'smembers', 'get', 'del', 'blmpop', 'lpush', 'pexpire', 'zcount', 'xadd', 'publish', 'subscribe', 'unsubscribe'],
   // XADD: a worker audits the forged calls it refuses (write-only on the audit stream).
-  worker: ['zrem', 'zcount', 'lpush', 'pexpire', 'xadd', 'publish', 'subscribe', 'unsubscribe'],
+  worker: ['zrem', 'zcount', 'sadd', 'lpush', 'pexpire', 'xadd', 'publish', 'subscribe', 'unsubscribe'],
 };
 
 const uniqueSorted = (list) => [...new Set(list)].sort();
@@ -135,7 +140,7 @@ function fleetUsers({ prefix, hostPools, admin }) {
       commands: uniqueSorted([...queueUser, ...FLEET.worker]),
       // Only its own lane's call records and reply lists. (The EVAL that ends a call declares the submitter's reply
       // list as a key, and Redis wants read and write on every declared key: the lane's reply lists are read-write.)
-      keys: [`~${k.queueKeys(tier, pool)}`, `~${k.callKeys(laneOf(tier, pool))}`, `~${k.replyKeys(laneOf(tier, pool))}`, `~${k.catalogKeys}`, `%W~${k.audit}`],
+      keys: [`~${k.queueKeys(tier, pool)}`, `~${k.callKeys(laneOf(tier, pool))}`, `~${k.replyKeys(laneOf(tier, pool))}`, `~${k.laneCatalogKeys(laneOf(tier, pool))}`, `~${k.catalogLanes}`, `%W~${k.audit}`],
       channels: [k.cancelChannel(laneOf(tier, pool)), k.catalogChannel],
     })),
   ];

@@ -126,6 +126,25 @@ describe('worker loss and shutdown', () => {
     await expect(fleet.worker({ tier: 'platform', tools: 'test/fixtures/conflicting-tools.ts' })).rejects.toThrow(/REGISTRY_ERROR.*'echo'/);
   });
 
+  it('serves neither of two tools of one name announced in different lanes: a sandbox worker cannot take over a Host tool', async () => {
+    await fleet.worker({ tier: 'host' });
+    client = new FleetClient({ url: (await fleet.dispatcher()).url, token: await fleet.token({ subject: 'ops', grants: ['host_echo'] }) });
+    expect((await client.call('host_echo', { n: 1 })).isError).toBe(false);
+    await fleet.worker({ tier: 'platform', tools: 'test/fixtures/squatting-tools.ts' });
+    // Workers joining make the dispatcher re-read the catalog; wait until it has seen the second announcement.
+    for (;;) {
+      const error = await client.call('host_echo', { n: 2 }).then(
+        () => undefined,
+        (e: unknown) => e as { code?: string; httpStatus?: number; message?: string },
+      );
+      if (error === undefined) continue;
+      expect(error).toMatchObject({ code: 'REGISTRY_ERROR', httpStatus: 409 });
+      expect(error.message).toMatch(/several queues \(host, platform\)/);
+      break;
+    }
+    expect((await client.tools()).map((t) => t.name)).not.toContain('host_echo');
+  });
+
   it('refuses to start a worker whose module has no tools of its tier', async () => {
     await expect(fleet.worker({ tier: 'host', pool: 'nobody' })).rejects.toThrow(/CONFIG_INVALID.*no host-tier tools for pool nobody/);
   });

@@ -136,11 +136,11 @@ describe('the ACL generator', () => {
 
     const matches = (user: LayoutUser | undefined, key: string): boolean => (user?.keys ?? []).some((k) => globToRegExp(k.replace(/^(%[RW]+)?~/, '')).test(key));
     const worker = byRole.get('worker-platform');
-    for (const key of [keys.call('platform', 'c1'), keys.watchers('platform', 'c1'), keys.replies('platform', 'd1'), keys.catalogDefinitions, keys.catalogLeases('echo'), `${prefix}:${queueName(prefix, 'platform')}:wait`]) {
+    for (const key of [keys.call('platform', 'c1'), keys.watchers('platform', 'c1'), keys.replies('platform', 'd1'), keys.catalogDefinitions('platform'), keys.catalogLeases('platform', 'echo'), keys.catalogLanes, `${prefix}:${queueName(prefix, 'platform')}:wait`]) {
       expect(matches(worker, key), key).toBe(true);
     }
     // Another lane's call records and reply lists, and the dispatchers' lane index, are out of its reach.
-    for (const key of [keys.call('host', 'c1'), keys.call(`host.${pools[0]!}`, 'c1'), keys.watchers('embedded', 'c1'), keys.replies('host', 'd1'), keys.callLane('c1')]) {
+    for (const key of [keys.call('host', 'c1'), keys.call(`host.${pools[0]!}`, 'c1'), keys.watchers('embedded', 'c1'), keys.replies('host', 'd1'), keys.callLane('c1'), keys.catalogDefinitions('host'), keys.catalogLeases('host', 'echo')]) {
       expect(matches(worker, key), key).toBe(false);
     }
     expect(matches(byRole.get('worker-host'), keys.call(`host.${pools[0]!}`, 'c1'))).toBe(false);
@@ -305,9 +305,10 @@ describe('the dispatcher under the ACL', () => {
 
   it('reads the catalog but cannot write it', async () => {
     const redis = connect('dispatcher');
-    await expect(redis.hgetall(keys.catalogDefinitions)).resolves.toEqual({});
-    await expect(redis.hset(keys.catalogDefinitions, 'echo', '{}')).rejects.toThrow(NOPERM);
-    await expect(redis.zadd(keys.catalogLeases('echo'), Date.now() + 60_000, 'fake-worker')).rejects.toThrow(NOPERM);
+    await expect(redis.hgetall(keys.catalogDefinitions('host'))).resolves.toEqual({});
+    await expect(redis.hset(keys.catalogDefinitions('host'), 'echo', '{}')).rejects.toThrow(NOPERM);
+    await expect(redis.zadd(keys.catalogLeases('host', 'echo'), Date.now() + 60_000, 'fake-worker')).rejects.toThrow(NOPERM);
+    await expect(redis.sadd(keys.catalogLanes, 'fake')).rejects.toThrow(NOPERM);
   });
 
   it('cannot switch databases or flush', async () => {
@@ -353,9 +354,11 @@ describe('the fleet’s own Redis code under the ACL', () => {
 
     // Worker side: announce the tool (ANNOUNCE_TOOLS script + PUBLISH).
     const workerCatalog = new Catalog(workerCommands, keys);
-    await workerCatalog.announce('w1', [echoDefinition], 60_000, { notify: true });
+    await workerCatalog.announce('platform', 'w1', [echoDefinition], 60_000, { notify: true });
+    // Its own lane only: a platform worker cannot claim a tool in the host lane.
+    await expect(workerCatalog.announce('host', 'w1', [{ ...echoDefinition, name: 'db_query', tier: 'host' }], 60_000)).rejects.toThrow(NOPERM);
     const snapshot = await new Catalog(dispatcherCommands, keys).snapshot();
-    expect(snapshot.get('echo')?.liveWorkers).toBe(1);
+    expect(snapshot.entries.get('echo')?.liveWorkers).toBe(1);
 
     // Dispatcher side: the submit pipeline (EVAL CREATE_CALL + ZCOUNT + BullMQ addJob on one connection).
     const inbox = new ReplyInbox(dispatcherBlocking, keys, dispatcherId, { lanes: ['platform', 'embedded', 'host'] });
@@ -412,7 +415,7 @@ describe('the fleet’s own Redis code under the ACL', () => {
       await new RedisAuditLogger(dispatcherCommands, keys).record(entry);
       await expect(dispatcherCommands.xrange(keys.audit, '-', '+')).rejects.toThrow(NOPERM);
       expect(await dispatcherStore.cancel('platform', id, result)).toEqual({ state: 'final' });
-      await workerCatalog.withdraw('w1', ['echo']);
+      await workerCatalog.withdraw('platform', 'w1', ['echo']);
     } finally {
       await inbox.stop();
       await queues.close();

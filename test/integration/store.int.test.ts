@@ -186,7 +186,7 @@ describe('TierQueues: records and jobs in one write', () => {
     const queues = new TierQueues(queueConnection, keys, 60_000);
     try {
       const catalog = new Catalog(redis, keys);
-      await catalog.announce('wq', [{ name: 'echo', description: '', parameters: { type: 'object', properties: {} }, tier: 'platform', retryable: false, speculatable: false, requiresConfirmation: false }], 10_000);
+      await catalog.announce(L, 'wq', [{ name: 'echo', description: '', parameters: { type: 'object', properties: {} }, tier: 'platform', retryable: false, speculatable: false, requiresConfirmation: false }], 10_000);
       const [a, b] = [randomUUID(), randomUUID()];
       await create(b, { token: 'earlier' });
       const submit = (id: string) => queues.submit({ id, lane: L, name: 'echo', status: 'queued', replyTo: 'd1', envelope: envelope(id, { token: `tok-${id}` }) }, { tier: 'platform' });
@@ -201,7 +201,7 @@ describe('TierQueues: records and jobs in one write', () => {
       expect((job!.data as { batch: CallEnvelope[] }).batch.map((e) => e.call.id)).toEqual([a, b]);
       // The resubmitted id's copy in the job cannot start: its token is not the record's.
       expect((await store.start(L, b, 'w', `tok-${b}`)).outcome).toBe('superseded');
-      await catalog.withdraw('wq', ['echo']);
+      await catalog.withdraw(L, 'wq', ['echo']);
     } finally {
       await queues.close();
       queueConnection.disconnect();
@@ -214,17 +214,33 @@ describe('the live catalog', () => {
 
   it('counts live leases, refuses a conflicting definition while a lease lives, and forgets withdrawn workers', async () => {
     const catalog = new Catalog(redis, keys);
-    await catalog.announce('w1', [def('one')], 10_000);
-    await catalog.announce('w2', [def('one')], 10_000);
-    expect((await catalog.snapshot()).get('cat_tool')?.liveWorkers).toBe(2);
-    expect(await catalog.liveWorkers('cat_tool')).toBe(2);
-    await expect(catalog.announce('w3', [def('two')], 10_000)).rejects.toMatchObject({ code: 'REGISTRY_ERROR' });
-    await catalog.withdraw('w1', ['cat_tool']);
-    await catalog.withdraw('w2', ['cat_tool']);
-    expect((await catalog.snapshot()).get('cat_tool')?.liveWorkers).toBe(0);
-    expect(await catalog.liveWorkers('cat_tool')).toBe(0);
+    await catalog.announce(L, 'w1', [def('one')], 10_000);
+    await catalog.announce(L, 'w2', [def('one')], 10_000);
+    expect((await catalog.snapshot()).entries.get('cat_tool')?.liveWorkers).toBe(2);
+    expect(await catalog.liveWorkers(L, 'cat_tool')).toBe(2);
+    await expect(catalog.announce(L, 'w3', [def('two')], 10_000)).rejects.toMatchObject({ code: 'REGISTRY_ERROR' });
+    await catalog.withdraw(L, 'w1', ['cat_tool']);
+    await catalog.withdraw(L, 'w2', ['cat_tool']);
+    expect((await catalog.snapshot()).entries.get('cat_tool')?.liveWorkers).toBe(0);
+    expect(await catalog.liveWorkers(L, 'cat_tool')).toBe(0);
     // With no live worker left, a new definition may replace the old one (a new deployment).
-    await catalog.announce('w3', [def('two')], 10_000);
-    expect(JSON.parse((await catalog.snapshot()).get('cat_tool')!.json)).toMatchObject({ description: 'two' });
+    await catalog.announce(L, 'w3', [def('two')], 10_000);
+    expect(JSON.parse((await catalog.snapshot()).entries.get('cat_tool')!.json)).toMatchObject({ description: 'two' });
+  });
+
+  it('keeps each lane\'s tools apart, and sets aside a name announced in two lanes', async () => {
+    const catalog = new Catalog(redis, keys);
+    const hostDef = { ...def('x'), name: 'lane_tool', tier: 'host' as const };
+    const squatter = { ...def('x'), name: 'lane_tool' };
+    await catalog.announce('host', 'wh', [hostDef], 10_000);
+    let snapshot = await catalog.snapshot();
+    expect(snapshot.entries.get('lane_tool')).toMatchObject({ lane: 'host', liveWorkers: 1 });
+    expect(snapshot.lanes).toContain('host');
+    // A platform worker announcing the same name writes only its own lane; the name is then served by neither.
+    await catalog.announce(L, 'wp', [squatter], 10_000);
+    snapshot = await catalog.snapshot();
+    expect(snapshot.entries.has('lane_tool')).toBe(false);
+    expect(snapshot.ambiguous.get('lane_tool')).toEqual(['host', L]);
+    expect(JSON.parse((await redis.hget(keys.catalogDefinitions('host'), 'lane_tool'))!)).toMatchObject({ tier: 'host' });
   });
 });

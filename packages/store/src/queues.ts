@@ -109,7 +109,9 @@ export class TierQueues {
     for (const { call } of pending) pipeline.eval(CREATE_CALL, 2, this.#keys.callLane(call.id), this.#keys.call(call.lane, call.id), ...createCallArgs(call, this.#retentionMs));
     const tools = [...new Set(pending.map((p) => p.call.name))];
     const now = Date.now();
-    for (const tool of tools) pipeline.zcount(this.#keys.catalogLeases(tool), now, '+inf');
+    // One queue, so one lane: every call of this flush goes to the same place.
+    const lane = pending[0]!.call.lane;
+    for (const tool of tools) pipeline.zcount(this.#keys.catalogLeases(lane, tool), now, '+inf');
     const envelopes = pending.map((p) => p.call.envelope);
     const first = envelopes[0]!;
     const job =

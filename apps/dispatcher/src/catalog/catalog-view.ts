@@ -1,9 +1,10 @@
-import { laneOf, NoWorkerError, parseToolDefinition, TIERS, type ToolDefinition, ToolNotFoundError } from '@forge-fleet/shared';
+import { laneOf, NoWorkerError, parseToolDefinition, RegistryError, TIERS, type ToolDefinition, ToolNotFoundError } from '@forge-fleet/shared';
 import { type Catalog, queueFor } from '@forge-fleet/store';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 
 interface Entry {
+  readonly lane: string;
   readonly json: string;
   readonly definition: ToolDefinition;
   readonly liveWorkers: number;
@@ -64,32 +65,45 @@ export class CatalogView {
     this.#dirty = false;
     const snapshot = await this.catalog.snapshot();
     const next = new Map<string, Entry>();
-    for (const [name, { json, liveWorkers }] of snapshot) {
+    for (const [name, { lane, json, liveWorkers }] of snapshot.entries) {
       const previous = this.#entries.get(name);
-      if (previous?.json === json) {
+      if (previous?.json === json && previous.lane === lane) {
         next.set(name, { ...previous, liveWorkers });
         continue;
       }
       try {
         // Parsing compiles the schemas once per distinct definition, not per refresh.
-        next.set(name, { json, definition: parseToolDefinition(JSON.parse(json), { strict: false }), liveWorkers });
+        const definition = parseToolDefinition(JSON.parse(json), { strict: false });
+        // A tool's tier and pool are those of the lane it was announced in: a worker can write only its own lane,
+        // so a definition claiming another tier is not to be believed.
+        if (laneOf(definition.tier, definition.pool) !== lane) {
+          this.log.error({ tool: name, lane, claims: laneOf(definition.tier, definition.pool) }, 'ignoring a tool announced in a lane its definition does not belong to');
+          continue;
+        }
+        next.set(name, { lane, json, definition, liveWorkers });
       } catch (err) {
         this.log.warn({ err, tool: name }, 'ignoring a catalog definition this dispatcher cannot read');
       }
     }
+    for (const [name, lanes] of snapshot.ambiguous) {
+      if (!this.#ambiguous.has(name)) this.log.error({ tool: name, lanes }, 'a tool name is announced by workers of several queues; serving none until only one does');
+    }
+    this.#ambiguous = new Map(snapshot.ambiguous);
+    this.#lanes = snapshot.lanes;
     this.#entries = next;
     this.#lastRefresh = Date.now();
     this.onLanes?.(this.lanes());
   }
 
+  #ambiguous = new Map<string, readonly string[]>();
+  #lanes: readonly string[] = [];
+
   /** Told the lanes after every read (the dispatcher's reply inbox reads one list per lane). */
   onLanes: ((lanes: string[]) => void) | undefined;
 
-  /** Every tier's lane, and one per host pool some known tool names. */
+  /** Every tier's lane, and every lane whose workers have announced tools (host pools). */
   lanes(): string[] {
-    const lanes = new Set<string>(TIERS);
-    for (const { definition } of this.#entries.values()) lanes.add(laneOf(definition.tier, definition.pool));
-    return [...lanes];
+    return [...new Set<string>([...TIERS, ...this.#lanes])];
   }
 
   /**
@@ -108,6 +122,10 @@ export class CatalogView {
    * @throws NoWorkerError when no live worker serves it now.
    */
   lookup(name: string): ToolDefinition {
+    const lanes = this.#ambiguous.get(name);
+    if (lanes !== undefined) {
+      throw new RegistryError(`tool '${name}' is announced by workers of several queues (${lanes.join(', ')}); it is served by none until the workers of all but one stop announcing it`, { tool: name, lanes: [...lanes] });
+    }
     const entry = this.#entries.get(name);
     if (entry === undefined) {
       throw new ToolNotFoundError(name, { known: this.list().map((d) => d.name), remedy: 'no worker has announced it — check the name, or start a worker whose tools module defines it' });

@@ -138,9 +138,9 @@ export class WorkerPool {
     this.#audit = new RedisAuditLogger(this.#redis, this.#keys);
     this.#risk = new RedisRiskSignalQueue(this.#redis, this.#keys, (err) => o.log.error({ err }, 'risk signal write failed'));
     const definitions = [...this.#tools.values()].map((t) => t.definition);
-    await this.#catalog.announce(this.id, definitions, o.leaseMs);
+    await this.#catalog.announce(this.lane, this.id, definitions, o.leaseMs);
     this.#leaseTimer = setInterval(() => {
-      this.#catalog?.announce(this.id, definitions, o.leaseMs).catch((err: unknown) => o.log.error({ err }, 'catalog lease renewal failed'));
+      this.#catalog?.announce(this.lane, this.id, definitions, o.leaseMs).catch((err: unknown) => o.log.error({ err }, 'catalog lease renewal failed'));
     }, Math.max(100, Math.floor(o.leaseMs / 3)));
 
     // Cancellation is rare: one broadcast channel heard by every worker is enough.
@@ -165,7 +165,7 @@ export class WorkerPool {
     this.#worker.on('error', (err) => o.log.error({ err }, 'worker error'));
     await this.#worker.waitUntilReady();
     // Tell dispatchers now rather than at their next periodic catalog read.
-    await this.#catalog.announce(this.id, definitions, o.leaseMs, { notify: true });
+    await this.#catalog.announce(this.lane, this.id, definitions, o.leaseMs, { notify: true });
     o.log.info({ queue: this.queue, tools: definitions.map((d) => d.name), workerId: this.id, concurrency: o.concurrency }, 'worker pool ready');
   }
 
@@ -198,7 +198,7 @@ export class WorkerPool {
     this.#stopping = true;
     const o = this.#o;
     clearInterval(this.#leaseTimer);
-    await this.#catalog?.withdraw(this.id, [...this.#tools.keys()]).catch(() => undefined);
+    await this.#catalog?.withdraw(this.lane, this.id, [...this.#tools.keys()]).catch(() => undefined);
     const closing = this.#worker?.close();
     const grace = setTimeout(() => {
       if (this.#active.size > 0) o.log.warn({ active: this.#active.size }, 'grace period over: aborting active calls');

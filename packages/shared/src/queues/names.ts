@@ -44,10 +44,15 @@ export function fleetKeys(prefix: string) {
     callLane: (id: string) => `${prefix}:lane:{${id}}`,
     /** List: results of one lane's calls for one dispatcher instance, drained by its reply loop (all its lanes share a slot). */
     replies: (lane: string, dispatcherId: string) => `${prefix}:replies:${lane}:{${dispatcherId}}`,
-    /** Hash: tool name → definition JSON, as announced by workers. */
-    catalogDefinitions: `${prefix}:{${prefix}.catalog}:definitions`,
+    /**
+     * Hash per lane: tool name → definition JSON, as announced by that lane's workers. Split by lane so a
+     * worker's Redis user can write only its own lane's entries: a sandbox worker cannot claim a Host tool.
+     */
+    catalogDefinitions: (lane: string) => `${prefix}:{${prefix}.catalog}:${lane}:definitions`,
     /** Sorted set per tool: worker id → lease expiry (epoch ms). Same slot as the definitions. */
-    catalogLeases: (tool: string) => `${prefix}:{${prefix}.catalog}:leases:${tool}`,
+    catalogLeases: (lane: string, tool: string) => `${prefix}:{${prefix}.catalog}:${lane}:leases:${tool}`,
+    /** Set: the lanes that have announced tools (dispatchers read each lane's definitions). Same slot. */
+    catalogLanes: `${prefix}:{${prefix}.catalog}:lanes`,
     /** Stream: audit entries (out-of-scope calls…). */
     audit: `${prefix}:{${prefix}.audit}`,
     /** Pub/sub channel: a worker joined or left; dispatchers re-read the catalog at once. */
