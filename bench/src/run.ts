@@ -102,6 +102,14 @@ async function commandCount(redis: Redis): Promise<number> {
 
 const TSX = ['--conditions=forge-source', '--import', 'tsx'];
 
+/** An agent's report line, once it has arrived whole. */
+function reportLine(out: string): string | undefined {
+  const start = out.indexOf('{"event":"report"');
+  if (start === -1) return undefined;
+  const end = out.indexOf('\n', start);
+  return end === -1 ? undefined : out.slice(start, end);
+}
+
 /** One set of keys for the whole run: tokens verified and calls signed and checked, as in production. */
 const SECRETS = await fleetSecrets('bench');
 
@@ -166,13 +174,14 @@ async function measure(arm: Arm, point: Point, redisUrl: string, redisPid: numbe
     const redisCpuAfter = cpuMs(redisPid);
     for (const a of agents) a.child.kill('SIGUSR2');
     const windowMs = performance.now() - t0;
-    await until('agent reports', () => agents.every((a) => a.out.includes('"event":"report"')));
+    // A report is one long line (every latency); it is complete only once its newline has arrived.
+    await until('agent reports', () => agents.every((a) => reportLine(a.out) !== undefined));
 
     let calls = 0;
     let errors = 0;
     const latencies: number[] = [];
     for (const a of agents) {
-      const line = a.out.split('\n').find((l) => l.includes('"event":"report"'))!;
+      const line = reportLine(a.out)!;
       const report = JSON.parse(line) as { calls: number; errors: number; latenciesMs: number[] };
       calls += report.calls;
       errors += report.errors;
