@@ -82,6 +82,7 @@ export { parseToolCalls, TOOL_CALL_FENCE, type ParsedModelText, type ParseOption
 
 // wire
 export { CallStatus, FINAL_STATUSES, isFinalStatus, CallView, SubmitCallRequest, SubmitBatchRequest, MAX_BATCH_CALLS, MAX_WAIT_MS } from './wire/call-view.js';
+export { PendingApproval, ApprovalList, ApprovalDecisionRequest, DEFAULT_APPROVAL_DEADLINE_MS } from './wire/approvals.js';
 export { CallEnvelope, CallBatch, ReplyMessage, CallSignature, ApprovalRecord } from './wire/envelope.js';
 export { stableStringify } from './wire/stable-json.js';
 export { deriveQueueKey, signEnvelope, envelopeForgery, SIGNATURE_ALGORITHM, MIN_KEY_BYTES } from './signing/call-signature.js';
