@@ -113,11 +113,11 @@ describe('a fleet: one dispatcher, workers of every tier', () => {
     expect(result).toMatchObject({ isError: false, structuredContent: { runs: 3 } });
   });
 
-  it('holds a call to a tool that requires confirmation, and tells a waiting client so at once', async () => {
+  it('holds a call to a tool that requires confirmation; a client that will not wait for a person hears so at once', async () => {
     const id = `confirm-${randomUUID()}`;
-    const view = await client.submit('confirm_first', {}, { id, waitMs: 1000 });
+    const view = await client.submit('confirm_first', {}, { id, waitMs: 300 });
     expect(view).toMatchObject({ id, status: 'awaiting_approval', reason: expect.stringContaining('confirm') as string });
-    await expect(client.call('confirm_first', {}, { id, timeoutMs: 10_000 })).rejects.toMatchObject({ code: 'APPROVAL_PENDING', details: { callId: id } });
+    await expect(client.call('confirm_first', {}, { id, timeoutMs: 10_000, waitForApproval: false })).rejects.toMatchObject({ code: 'APPROVAL_PENDING', details: { callId: id } });
     expect((await client.get(id)).status).toBe('awaiting_approval');
   });
 

@@ -4,16 +4,20 @@ import type { Logger } from 'pino';
 import type { DecisionAudit } from './audit/decisions.js';
 import type { Authenticator } from './auth/authenticator.js';
 import type { CatalogView } from './catalog/catalog-view.js';
+import type { ApprovalService } from './approvals/approval-service.js';
+import { approvalRoutes } from './http/approvals.js';
 import { auditRoutes } from './http/audit.js';
 import { callRoutes } from './http/calls.js';
 import { registerErrorHandling } from './http/errors.js';
 import { healthRoutes } from './http/health.js';
+import { openapiRoutes } from './http/openapi.js';
 import { toolRoutes } from './http/tools.js';
 import type { CallService } from './pipeline/call-service.js';
 
 /** What the HTTP app needs; main.ts builds these from the environment, tests from a real Redis. */
 export interface AppDeps {
   readonly calls: CallService;
+  readonly approvals: ApprovalService;
   readonly catalog: CatalogView;
   readonly auth: Authenticator;
   readonly ready: () => Promise<boolean>;
@@ -54,6 +58,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   void app.register(healthRoutes(deps.ready));
   void app.register(toolRoutes(deps.catalog, deps.auth, deps.audit));
   void app.register(callRoutes(deps.calls, deps.auth));
+  void app.register(approvalRoutes(deps.approvals, deps.auth));
   void app.register(auditRoutes(deps.auditReader, deps.auth));
+  void app.register(openapiRoutes());
   return app;
 }

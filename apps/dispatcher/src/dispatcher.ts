@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { fleetKeys, ScopeRegistry, type TokenVerifier, ToolScope } from '@forge-fleet/shared';
+import { DEFAULT_APPROVAL_DEADLINE_MS, fleetKeys, ScopeRegistry, type TokenVerifier, ToolScope } from '@forge-fleet/shared';
 import { AuditReader, CallStore, Catalog, closeRedis, connectRedis, RedisAuditLogger, RedisRiskSignalQueue, ReplyInbox, TierQueues } from '@forge-fleet/store';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
@@ -12,6 +12,7 @@ import { CatalogView } from './catalog/catalog-view.js';
 import { type ArgumentLimits, DEFAULT_ARGUMENT_LIMITS } from './limits/arguments.js';
 import { CallService } from './pipeline/call-service.js';
 import { CallSigner } from './signing/call-signer.js';
+import { ApprovalService } from './approvals/approval-service.js';
 
 /** Everything a dispatcher instance is configured with. */
 export interface DispatcherOptions {
@@ -34,6 +35,8 @@ export interface DispatcherOptions {
   readonly catalogRefreshMs: number;
   /** The fleet's call-signing secret (workers get keys derived from it per queue). */
   readonly signingSecret: Buffer;
+  /** How long a call waits for a person before it expires. @defaultValue 15 min */
+  readonly approvalDeadlineMs?: number;
   /** How long a call's signature holds after enqueueing. @defaultValue retentionMs */
   readonly callValidityMs?: number;
   readonly log: Logger;
@@ -69,13 +72,16 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
   const catalog = new CatalogView(new Catalog(redis, keys), o.prefix, o.catalogRefreshMs, log);
   const inbox = new ReplyInbox(blocking, keys, id, { onError: (err) => log.error({ err }, 'reply inbox error') });
   const queues = new TierQueues(queueConnection, keys, o.retentionMs);
+  const store = new CallStore(redis, keys, o.retentionMs);
+  const signer = new CallSigner(o.signingSecret, o.prefix, o.callValidityMs ?? o.retentionMs);
   const calls = new CallService({
     dispatcherId: id,
     redis,
     keys,
-    store: new CallStore(redis, keys, o.retentionMs),
+    store,
     queues,
-    signer: new CallSigner(o.signingSecret, o.prefix, o.callValidityMs ?? o.retentionMs),
+    signer,
+    approvalDeadlineMs: o.approvalDeadlineMs ?? DEFAULT_APPROVAL_DEADLINE_MS,
     inbox,
     catalog,
     approval: approvalPolicy(o.approval),
@@ -84,13 +90,16 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
     risk: new RedisRiskSignalQueue(redis, keys, (err) => log.error({ err }, 'risk signal write failed')),
     log,
   });
+  const approvals = new ApprovalService({ redis, keys, store, queues, signer, catalog, audit, log });
   catalog.onLanes = (lanes) => inbox.lanes(lanes);
   await catalog.start({ subscriber, channel: keys.catalogChannel });
   inbox.start();
+  approvals.start();
   let shuttingDown = false;
   const app = buildApp({
     closing: () => shuttingDown,
     calls,
+    approvals,
     catalog,
     auth: new Authenticator({ verifier: o.tokens, devMode: o.devMode, scopes }),
     ready: async () => (await redis.ping()) === 'PONG',
@@ -111,6 +120,7 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
         inbox.releaseAll();
         await closing;
         catalog.stop();
+        approvals.stop();
         await inbox.stop();
         await queues.close();
         await closeRedis(queueConnection);

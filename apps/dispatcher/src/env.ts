@@ -65,6 +65,8 @@ export const DispatcherEnv = FleetEnv.extend({
   FORGE_SCOPES: json(z.record(z.string().min(1), z.array(z.string())), {}),
   /** Scope of callers that name no task type, as patterns; `["*"]` admits everything. @defaultValue ["*"] */
   FORGE_DEFAULT_SCOPE: json(z.array(z.string()), ['*']),
+  /** How long a call waits for a person's decision before it ends as EXPIRED. @defaultValue 900000 (15 min) */
+  FORGE_APPROVAL_DEADLINE_MS: envInt(900_000),
   /** How often the live catalog is re-read. @defaultValue 1000 */
   FORGE_CATALOG_REFRESH_MS: envInt(1000),
 });

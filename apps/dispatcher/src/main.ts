@@ -35,6 +35,7 @@ runMain('forge-dispatcher', async () => {
     scopes: env.FORGE_SCOPES,
     defaultScope: env.FORGE_DEFAULT_SCOPE,
     catalogRefreshMs: env.FORGE_CATALOG_REFRESH_MS,
+    approvalDeadlineMs: env.FORGE_APPROVAL_DEADLINE_MS,
     signingSecret,
     log,
   });

@@ -1,5 +1,8 @@
 import {
+  ApprovalList,
+  type ApprovalDecisionRequest,
   ApprovalPendingError,
+  type PendingApproval,
   BadRequestError,
   type CallView,
   CallView as CallViewSchema,
@@ -57,6 +60,12 @@ export interface CallOptions {
   readonly signal?: AbortSignal;
   /** A call still queued this long after submission is never executed (`EXPIRED`). */
   readonly expireAfterMs?: number;
+  /**
+   * When the call waits for a person: keep waiting (up to `timeoutMs`) for the
+   * decision and its outcome, or, with `false`, throw `APPROVAL_PENDING` at once
+   * (the call stays; read it by id later). @defaultValue true
+   */
+  readonly waitForApproval?: boolean;
 }
 
 /**
@@ -108,7 +117,7 @@ export class FleetClient {
       if (options.signal?.aborted === true && id !== undefined) await this.cancel(id).catch(() => undefined);
       throw error;
     }
-    return this.#until(view, deadline, timeoutMs, options.signal, name);
+    return this.#until(view, deadline, timeoutMs, options.signal, name, options.waitForApproval ?? true);
   }
 
   /** Submits a call; with `waitMs`, waits that long for it to end. */
@@ -135,6 +144,20 @@ export class FleetClient {
   /** Cancels a call; a running handler sees its AbortSignal fire. */
   async cancel(id: string): Promise<CallView> {
     return CallViewSchema.parse(await this.#send('POST', `/v1/calls/${encodeURIComponent(id)}/cancel`));
+  }
+
+  /** Calls waiting for a person, oldest deadline first (approver or admin token). */
+  async approvals(): Promise<PendingApproval[]> {
+    return ApprovalList.parse(await this.#send('GET', '/v1/approvals')).approvals;
+  }
+
+  /**
+   * Decides a call waiting for a person (approver or admin token): approve it,
+   * deny it (with a reason the agent sees), or run it with edited arguments.
+   * @throws FleetError NOT_AWAITING_APPROVAL, CALL_NOT_FOUND, SCHEMA_VALIDATION (an invalid edit), FORBIDDEN
+   */
+  async decide(id: string, decision: ApprovalDecisionRequest): Promise<CallView> {
+    return CallViewSchema.parse(await this.#send('POST', `/v1/approvals/${encodeURIComponent(id)}`, decision));
   }
 
   /** Closes the keep-alive connections. */
@@ -216,13 +239,13 @@ export class FleetClient {
     items.forEach((item, index) => settled.has(index) || item.reject(lost));
   }
 
-  async #until(first: CallView, deadline: number, timeoutMs: number, signal?: AbortSignal, toolName = 'the tool'): Promise<ToolResult> {
+  async #until(first: CallView, deadline: number, timeoutMs: number, signal?: AbortSignal, toolName = 'the tool', waitForApproval = true): Promise<ToolResult> {
     let view = first;
     try {
       while (!isFinalStatus(view.status)) {
         signal?.throwIfAborted();
-        // Waiting cannot end it: a person must decide first (the call stays, readable by id).
-        if (view.status === 'awaiting_approval') throw new ApprovalPendingError(toolName, view.reason ?? 'a person must approve it', view.id);
+        // A person must decide first: wait for the decision, or hand the pending call back to the caller.
+        if (view.status === 'awaiting_approval' && !waitForApproval) throw new ApprovalPendingError(toolName, view.reason ?? 'a person must approve it', view.id);
         const left = deadline - Date.now();
         if (left <= 0) throw new WaitTimeoutError(view.id, timeoutMs, view.status);
         view = await this.get(view.id, { waitMs: Math.min(left, MAX_WAIT_MS), ...(signal === undefined ? {} : { signal }) });

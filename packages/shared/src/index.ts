@@ -39,6 +39,7 @@ export {
   ForgedCallError,
   ForbiddenError,
   ResourceLimitError,
+  NotAwaitingApprovalError,
   displayPath,
   type SchemaIssue,
   type ValidationStage,

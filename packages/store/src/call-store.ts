@@ -1,7 +1,7 @@
 import { CallEnvelope, type CallStatus, CallStatus as CallStatusSchema, type CallView, type FleetKeys, ToolResult } from '@forge-fleet/shared';
 import type { Redis } from 'ioredis';
 import { REPLY_LIST_TTL_MS } from './replies.js';
-import { CANCEL_CALL, CREATE_CALL, FINISH_CALL, luaScript, REQUEUE_CALL, START_CALL, VOID_CALL, WATCH_CALL } from './scripts.js';
+import { APPROVE_CALL, CANCEL_CALL, CREATE_CALL, FINISH_CALL, luaScript, REQUEUE_CALL, START_CALL, VOID_CALL, WATCH_CALL } from './scripts.js';
 
 /** A call's record in Redis. */
 export interface CallRecord {
@@ -16,6 +16,14 @@ export interface CallRecord {
   readonly result: ToolResult | undefined;
   /** Why it waits, when `awaiting_approval`. */
   readonly reason: string | undefined;
+  /** Epoch ms by which a person must decide, when it waits for one. */
+  readonly approvalDeadline: number | undefined;
+  /** Epoch ms when it was submitted. */
+  readonly createdAt: number | undefined;
+  /** Who approved (or modified) it, once a person has. */
+  readonly decidedBy: string | undefined;
+  /** The scope it was submitted under. */
+  readonly scope: string | undefined;
   /** Epoch ms after which a queued call must not start. */
   readonly deadline: number | undefined;
   /** How many times a worker has started it. */
@@ -35,6 +43,10 @@ export interface NewCall {
   readonly replyTo: string;
   readonly envelope: CallEnvelope;
   readonly reason?: string | undefined;
+  /** With `awaiting_approval`: the epoch ms by which a person must decide. */
+  readonly approvalDeadline?: number | undefined;
+  /** The scope it was submitted under (shown to the person deciding). */
+  readonly scope?: string | undefined;
 }
 
 /**
@@ -47,6 +59,8 @@ export function createCallArgs(call: NewCall, retentionMs: number): (string | nu
   if (call.envelope.token !== undefined) args.push('token', call.envelope.token);
   if (call.envelope.deadline !== undefined) args.push('deadline', call.envelope.deadline);
   if (call.reason !== undefined) args.push('reason', call.reason);
+  if (call.approvalDeadline !== undefined) args.push('approvalDeadline', call.approvalDeadline);
+  if (call.scope !== undefined) args.push('scope', call.scope);
   return args;
 }
 
@@ -74,6 +88,10 @@ function parseRecord(id: string, lane: string, flat: readonly string[]): CallRec
     envelope: envelope?.success ? envelope.data : undefined,
     result: result?.success ? result.data : undefined,
     reason: h.reason,
+    approvalDeadline: h.approvalDeadline === undefined ? undefined : Number(h.approvalDeadline),
+    createdAt: h.createdAt === undefined ? undefined : Number(h.createdAt),
+    decidedBy: h.decidedBy,
+    scope: h.scope,
     deadline: h.deadline === undefined ? undefined : Number(h.deadline),
     starts: Number(h.starts ?? 0),
   };
@@ -105,6 +123,7 @@ export class CallStore {
   readonly #watch;
   readonly #cancel;
   readonly #void;
+  readonly #approve;
   readonly #inlineReplies: boolean;
 
   /** @param retentionMs how long records (and results) are kept after their last change. */
@@ -116,6 +135,7 @@ export class CallStore {
     this.#start = luaScript<[StartOutcome, number]>(redis, 'forgeStartCall', 1, START_CALL);
     this.#finish = luaScript<string[] | null>(redis, 'forgeFinishCall', 'variable', FINISH_CALL);
     this.#void = luaScript<number>(redis, 'forgeVoidCall', 2, VOID_CALL);
+    this.#approve = luaScript<string[]>(redis, 'forgeApproveCall', 1, APPROVE_CALL);
     // Cluster slots separate a call from its submitter's reply list; there the reply goes out as its own command.
     this.#inlineReplies = redis.isCluster !== true;
     this.#requeue = luaScript<number>(redis, 'forgeRequeueCall', 1, REQUEUE_CALL);
@@ -192,6 +212,32 @@ export class CallStore {
   /** Puts a running call back to queued before BullMQ retries it. */
   async requeue(lane: string, id: string): Promise<boolean> {
     return (await this.#requeue([this.#keys.call(lane, id)], [])) === 1;
+  }
+
+  /**
+   * A person approved (or modified) a waiting call: it becomes queued. The
+   * caller enqueues its job next. `envelope` replaces the stored one (a
+   * modification); the approval index is cleared by the caller.
+   */
+  async approve(lane: string, id: string, by: string, decision: 'approved' | 'modified', envelope?: CallEnvelope, now = Date.now()): Promise<{ outcome: 'ok' | 'expired' | 'missing' } | { outcome: 'not_waiting'; status: CallStatus }> {
+    const [outcome, status] = await this.#approve([this.#keys.call(lane, id)], [now, by, decision, envelope === undefined ? '' : JSON.stringify(envelope)]);
+    if (outcome === 'not_waiting') return { outcome, status: status as CallStatus };
+    return { outcome: outcome as 'ok' | 'expired' | 'missing' };
+  }
+
+  /** Adds a waiting call to the approval index (sent in the same write as its record). */
+  indexApproval(id: string, deadline: number): Promise<number> {
+    return this.#redis.zadd(this.#keys.approvals, deadline, id);
+  }
+
+  /** Removes a decided or ended call from the approval index. */
+  async unindexApproval(id: string): Promise<void> {
+    await this.#redis.zrem(this.#keys.approvals, id);
+  }
+
+  /** Ids waiting for a person, oldest deadline first; with `dueBy`, only those whose deadline has passed. */
+  async approvalIds(options: { limit?: number; dueBy?: number } = {}): Promise<string[]> {
+    return this.#redis.zrangebyscore(this.#keys.approvals, '-inf', options.dueBy ?? '+inf', 'LIMIT', 0, options.limit ?? 1000);
   }
 
   /** Reads the record and, if it is still open, registers `dispatcherId` to be told when it ends. */

@@ -1,4 +1,4 @@
-import { type CallBatch, type FleetKeys, queueName, type ToolDefinition } from '@forge-fleet/shared';
+import { type CallBatch, type CallEnvelope, type FleetKeys, queueName, type ToolDefinition } from '@forge-fleet/shared';
 import { type IRedisTransaction, Job, Queue } from 'bullmq';
 import type { ChainableCommander, Redis } from 'ioredis';
 import { type CallRecord, createCallArgs, existingRecord, type NewCall } from './call-store.js';
@@ -92,6 +92,14 @@ export class TierQueues {
     const submitted = new Promise<Submitted>((resolve, reject) => pending.push({ call, resolve, reject }));
     if (pending.length >= MAX_BATCH) this.#flush(name, pending);
     return submitted;
+  }
+
+  /**
+   * Enqueues the job of a call whose record already exists (a call a person
+   * has just approved). Resolves once the job is in Redis.
+   */
+  async enqueueRecorded(envelope: CallEnvelope, definition: Pick<ToolDefinition, 'tier' | 'pool'>): Promise<void> {
+    await this.queue(queueFor(this.#keys.prefix, definition)).add(envelope.call.name, envelope, JOB_OPTIONS);
   }
 
   #flush(name: string, pending: PendingCall[]): void {

@@ -168,3 +168,21 @@ for j = 1, n do
   redis.call('ZADD', KEYS[1 + j], ARGV[3], ARGV[1])
 end
 return {}`;
+
+/**
+ * A person approved a call waiting for approval: it becomes queued (its job
+ * is enqueued next), with who decided and, for a modification, the envelope
+ * that will run. Returns {'ok'}, {'expired'} when its approval deadline has
+ * passed, or {'not_waiting', status} ({'missing'} for no record).
+ * ARGV: now, decided by, decision, new envelope JSON ('' to keep).
+ */
+export const APPROVE_CALL = `
+local st = redis.call('HGET', KEYS[1], 'status')
+if not st then return {'missing'} end
+if st ~= 'awaiting_approval' then return {'not_waiting', st} end
+local deadline = tonumber(redis.call('HGET', KEYS[1], 'approvalDeadline') or '')
+if deadline and tonumber(ARGV[1]) > deadline then return {'expired'} end
+redis.call('HSET', KEYS[1], 'status', 'queued', 'decidedBy', ARGV[2], 'decision', ARGV[3], 'decidedAt', ARGV[1])
+if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'envelope', ARGV[4]) end
+redis.call('HDEL', KEYS[1], 'reason')
+return {'ok'}`;

@@ -134,6 +134,14 @@ export class CatalogView {
     return entry.definition;
   }
 
+  /**
+   * The definition of a known tool, served or not (a call approved while no
+   * worker is live waits in its queue). `undefined` for unknown or ambiguous names.
+   */
+  definitionOf(name: string): ToolDefinition | undefined {
+    return this.#ambiguous.has(name) ? undefined : this.#entries.get(name)?.definition;
+  }
+
   /** Definitions of the tools some live worker serves, sorted by name. */
   list(): ToolDefinition[] {
     return [...this.#entries.values()]

@@ -17,7 +17,8 @@ import { type Authenticator, type Caller, requireRole } from '../auth/authentica
 import type { CallService } from '../pipeline/call-service.js';
 import { errorBody } from './errors.js';
 
-const WaitQuery = z.object({
+/** `?wait=<ms>`: how long a request holds out for the call to end (also described by openapi.ts). */
+export const WaitQuery = z.object({
   wait: z.coerce.number().int().min(0).max(MAX_WAIT_MS, `wait is at most ${MAX_WAIT_MS} ms`).default(0),
 });
 

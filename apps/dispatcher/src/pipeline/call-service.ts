@@ -39,6 +39,8 @@ export interface CallServiceDeps {
   readonly inbox: ReplyInbox;
   readonly catalog: CatalogView;
   readonly approval: ApprovalHandler;
+  /** How long a call waits for a person before it expires. */
+  readonly approvalDeadlineMs: number;
   /** Receives every admission decision (and cancellations, expiries). */
   readonly audit: DecisionAudit;
   readonly risk: RiskSignalQueue;
@@ -124,11 +126,21 @@ export class CallService {
       return waitMs > 0 ? this.#getListening(call.id, caller, listening ?? this.d.inbox.listen(call.id, waitMs, signal)) : this.get(call.id, 0, caller, signal);
     };
     if (admission.status === 'awaiting_approval') {
-      const created = await d.store.create({ id: call.id, lane, name: call.name, status: 'awaiting_approval', replyTo: d.dispatcherId, envelope, reason: admission.reason });
-      if (!created.created) return resubmitted(created.existing);
+      // Nothing is enqueued and no worker slot is held: the record waits for a person (see approvals/).
+      const approvalDeadline = Date.now() + d.approvalDeadlineMs;
+      const listeningForDecision = waitMs > 0 ? d.inbox.listen(call.id, waitMs, signal) : undefined;
+      // The index entry goes in the same write as the record (same connection, same turn), so the deadline sweep sees it.
+      void d.store.indexApproval(call.id, approvalDeadline).catch((err: unknown) => log.error({ err }, 'could not index a call awaiting approval'));
+      const waiting = { ...envelope, call: admission.call, token: randomUUID() };
+      const created = await d.store.create({ id: call.id, lane, name: call.name, status: 'awaiting_approval', replyTo: d.dispatcherId, envelope: waiting, reason: admission.reason, approvalDeadline, scope: caller.scope.name });
+      if (!created.created) return resubmitted(created.existing, listeningForDecision);
       d.audit.call(caller, call.id, call.name, { decision: 'awaiting_approval', tier: definition.tier, reason: admission.reason });
       log.info({ waitingFor: admission.waitingFor }, 'call awaiting approval');
-      return { id: call.id, status: 'awaiting_approval', reason: admission.reason };
+      const pending: CallView = { id: call.id, status: 'awaiting_approval', reason: admission.reason };
+      if (listeningForDecision === undefined) return pending;
+      // A waiting agent hears the outcome: the result once approved and run, or the denial or expiry.
+      const message = await listeningForDecision.reply;
+      return message === undefined ? pending : viewOfReply(message);
     }
     // Listen before the call can end: a fast worker may answer before the submit's own reply arrives.
     const listening = waitMs > 0 ? d.inbox.listen(call.id, waitMs, signal) : undefined;
@@ -233,7 +245,7 @@ export class CallService {
       listening?.stop();
       throw error;
     }
-    if (early !== undefined || listening === undefined || record.status === 'awaiting_approval') {
+    if (early !== undefined || listening === undefined) {
       listening?.stop();
       return early ?? viewOf(record);
     }

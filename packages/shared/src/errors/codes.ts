@@ -31,6 +31,7 @@ export const ErrorCode = {
   FORGED_CALL: 'FORGED_CALL',
   FORBIDDEN: 'FORBIDDEN',
   RESOURCE_LIMIT: 'RESOURCE_LIMIT',
+  NOT_AWAITING_APPROVAL: 'NOT_AWAITING_APPROVAL',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
@@ -80,6 +81,7 @@ export function isRetryable(code: ErrorCode): boolean {
     case ErrorCode.FORGED_CALL:
     case ErrorCode.FORBIDDEN:
     case ErrorCode.RESOURCE_LIMIT:
+    case ErrorCode.NOT_AWAITING_APPROVAL:
       return false;
     case ErrorCode.WAIT_TIMEOUT:
       return true;
@@ -117,6 +119,7 @@ export function httpStatusFor(code: ErrorCode): number {
       return 202;
     case ErrorCode.REGISTRY_ERROR:
     case ErrorCode.CANCELLED:
+    case ErrorCode.NOT_AWAITING_APPROVAL:
       return 409;
     case ErrorCode.INVALID_TIER:
     case ErrorCode.INVALID_DEFINITION:

@@ -29,6 +29,7 @@ import {
   ForgedCallError,
   ForbiddenError,
   ResourceLimitError,
+  NotAwaitingApprovalError,
 } from './errors.js';
 import { type FleetError, isFleetError } from './fleet-error.js';
 import { fromWireError, toWireError, WireError } from './wire.js';
@@ -62,6 +63,7 @@ const samples: Record<Exclude<ErrorCode, never>, FleetError> = {
   FORGED_CALL: new ForgedCallError('pay', 'it carries no dispatcher signature'),
   FORBIDDEN: new ForbiddenError('decide approvals', 'agent', ['approver', 'admin']),
   RESOURCE_LIMIT: new ResourceLimitError('loop', 'cpu', '2 s of CPU time'),
+  NOT_AWAITING_APPROVAL: new NotAwaitingApprovalError('c-1', 'completed', 'it was decided already'),
 };
 
 describe('error codes', () => {

@@ -358,6 +358,18 @@ export class ResourceLimitError extends FleetError {
   }
 }
 
+/** A decision was sent for a call that is not waiting for one: unknown to approvals, already decided, or ended. */
+export class NotAwaitingApprovalError extends FleetError {
+  readonly code = ErrorCode.NOT_AWAITING_APPROVAL;
+  constructor(
+    readonly callId: string,
+    readonly status: string,
+    why: string,
+  ) {
+    super(`call '${callId}' is not waiting for approval (status: ${status}): ${why}; decisions apply only to calls listed by GET /v1/approvals`, { callId, status });
+  }
+}
+
 /**
  * An error that crossed a process boundary: the code and details survive, the
  * class does not. Clients receive these.

@@ -53,6 +53,8 @@ export function fleetKeys(prefix: string) {
     catalogLeases: (lane: string, tool: string) => `${prefix}:{${prefix}.catalog}:${lane}:leases:${tool}`,
     /** Set: the lanes that have announced tools (dispatchers read each lane's definitions). Same slot. */
     catalogLanes: `${prefix}:{${prefix}.catalog}:lanes`,
+    /** Sorted set: ids of calls waiting for a person, scored by their approval deadline (epoch ms). Dispatchers only. */
+    approvals: `${prefix}:{${prefix}.approvals}`,
     /** Stream: audit entries (out-of-scope calls…). */
     audit: `${prefix}:{${prefix}.audit}`,
     /** Pub/sub channel: a worker joined or left; dispatchers re-read the catalog at once. */

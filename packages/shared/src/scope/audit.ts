@@ -46,6 +46,12 @@ export interface AuditEntry {
   readonly route?: string;
   /** What was wrong, when the category alone does not say (e.g. why a call was judged forged). */
   readonly reason?: string;
+  /** The person (token subject) who approved, modified or denied the call. */
+  readonly decidedBy?: string;
+  /** The arguments as submitted, on a person's decision. */
+  readonly arguments?: Record<string, unknown>;
+  /** The arguments a person changed them to (`modified`). */
+  readonly editedArguments?: Record<string, unknown>;
 }
 
 /** Where audit entries go. `record` must not throw; if it does, the decision still stands. */

@@ -1,0 +1,114 @@
+import { randomUUID } from 'node:crypto';
+import { FleetClient } from '@forge-fleet/client';
+import { fleetKeys, type PendingApproval } from '@forge-fleet/shared';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TestFleet } from '../fixtures/fleet.js';
+import { redisUrl } from '../fixtures/redis.js';
+
+/**
+ * People in the loop, through the running fleet: a call to a tool that needs
+ * confirmation waits (nothing enqueued) until an approver decides; the agent
+ * waiting on it hears the outcome — result, denial or expiry.
+ */
+describe('approvals by people', () => {
+  const fleet = new TestFleet();
+  let agent: FleetClient;
+  let approver: FleetClient;
+  let redis: Redis;
+  const runs = (id: string) => redis.get(`${fleet.prefix}:test:runs:{${id}}`).then((v) => Number(v ?? 0));
+
+  /** The pending entry of a call, once its submission has been recorded. */
+  async function pending(id: string): Promise<PendingApproval> {
+    for (;;) {
+      const found = (await approver.approvals()).find((a) => a.id === id);
+      if (found !== undefined) return found;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+
+  beforeAll(async () => {
+    redis = new Redis(redisUrl());
+    await fleet.worker({ tier: 'platform' });
+    const { url } = await fleet.dispatcher({ FORGE_DEV_MODE: '0', FORGE_APPROVAL_DEADLINE_MS: '60000' });
+    agent = new FleetClient({ url, token: await fleet.token({ subject: 'agent-1' }) });
+    approver = new FleetClient({ url, token: await fleet.token({ subject: 'alice', role: 'approver' }) });
+  });
+
+  afterAll(async () => {
+    await Promise.all([agent?.close(), approver?.close()]);
+    redis?.disconnect();
+    await fleet.stopAll();
+  });
+
+  it('lists a waiting call with what a person needs to decide, runs it once approved, and the waiting agent gets the result', async () => {
+    const id = `approve-${randomUUID()}`;
+    const result = agent.call('confirm_echo', { text: 'hello' }, { id, timeoutMs: 20_000 });
+    const entry = await pending(id);
+    expect(entry).toMatchObject({ id, tool: 'confirm_echo', arguments: { text: 'hello' }, caller: 'agent-1', scope: 'default', reason: expect.stringContaining('confirm') as string });
+    expect(entry.deadline).toBeGreaterThan(entry.createdAt);
+    expect(await runs(id)).toBe(0); // nothing ran while it waited
+    expect(await approver.decide(id, { decision: 'approve' })).toEqual({ id, status: 'queued' });
+    expect(await result).toMatchObject({ isError: false, structuredContent: { echo: 'hello', runs: 1 } });
+    expect((await approver.approvals()).some((a) => a.id === id)).toBe(false);
+  });
+
+  it('refuses an invalid edit (the call keeps waiting), runs a valid one, and audits both argument sets and who decided', async () => {
+    const id = `modify-${randomUUID()}`;
+    const result = agent.call('confirm_echo', { text: 'original' }, { id, timeoutMs: 20_000 });
+    await pending(id);
+    await expect(approver.decide(id, { decision: 'modify', arguments: { text: 'x'.repeat(50) } })).rejects.toMatchObject({ code: 'SCHEMA_VALIDATION', httpStatus: 422 });
+    expect((await pending(id)).arguments).toEqual({ text: 'original' });
+    await approver.decide(id, { decision: 'modify', arguments: { text: 'edited' }, reason: 'softer wording' });
+    expect(await result).toMatchObject({ isError: false, structuredContent: { echo: 'edited', runs: 1 } });
+    for (;;) {
+      const entries = (await redis.xrange(fleetKeys(fleet.prefix).audit, '-', '+')).map(([, f]) => JSON.parse(f[3] ?? '{}') as Record<string, unknown>);
+      const decided = entries.find((e) => e['callId'] === id && e['decision'] === 'modified');
+      if (decided !== undefined) {
+        expect(decided).toMatchObject({ decidedBy: 'alice', caller: 'agent-1', arguments: { text: 'original' }, editedArguments: { text: 'edited' }, reason: 'softer wording' });
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  });
+
+  it('tells the waiting agent a denial with its reason; nothing runs', async () => {
+    const id = `deny-${randomUUID()}`;
+    const result = agent.call('confirm_echo', { text: 'no' }, { id, timeoutMs: 20_000 });
+    await pending(id);
+    expect(await approver.decide(id, { decision: 'deny', reason: 'not during the freeze' })).toMatchObject({ id, status: 'failed' });
+    const outcome = await result;
+    expect(outcome).toMatchObject({ isError: true, error: { code: 'APPROVAL_DENIED' } });
+    expect(outcome.content).toContain('not during the freeze');
+    expect(await runs(id)).toBe(0);
+  });
+
+  it('expires a call nobody decided (fail closed, EXPIRED — not a denial); a late decision is refused', async () => {
+    // A dispatcher whose approvals expire quickly, in the same fleet.
+    const hasty = await fleet.dispatcher({ FORGE_DEV_MODE: '0', FORGE_APPROVAL_DEADLINE_MS: '1000' });
+    const waiting = new FleetClient({ url: hasty.url, token: await fleet.token({ subject: 'agent-1' }) });
+    const id = `expire-${randomUUID()}`;
+    const outcome = await waiting.call('confirm_echo', { text: 'late' }, { id, timeoutMs: 20_000 }).finally(() => waiting.close());
+    expect(outcome).toMatchObject({ isError: true, error: { code: 'EXPIRED' } });
+    await expect(approver.decide(id, { decision: 'approve' })).rejects.toMatchObject({ code: 'NOT_AWAITING_APPROVAL', httpStatus: 409 });
+    expect(await runs(id)).toBe(0);
+  });
+
+  it('refuses deciding twice, an unknown call, a call that needs no approval, and deciding without the approver role; nothing runs twice', async () => {
+    const id = `twice-${randomUUID()}`;
+    const result = agent.call('confirm_echo', { text: 'once' }, { id, timeoutMs: 20_000 });
+    await pending(id);
+    await expect(agent.decide(id, { decision: 'approve' })).rejects.toMatchObject({ code: 'FORBIDDEN', httpStatus: 403 });
+    await expect(agent.approvals()).rejects.toMatchObject({ code: 'FORBIDDEN' });
+    const [first, second] = await Promise.allSettled([approver.decide(id, { decision: 'approve' }), approver.decide(id, { decision: 'approve' })]);
+    const outcomes = [first, second].map((s) => (s.status === 'fulfilled' ? 'ok' : (s.reason as { code: string }).code)).sort();
+    expect(outcomes).toEqual(['NOT_AWAITING_APPROVAL', 'ok']);
+    expect(await result).toMatchObject({ isError: false, structuredContent: { runs: 1 } });
+    await expect(approver.decide(id, { decision: 'deny' })).rejects.toMatchObject({ code: 'NOT_AWAITING_APPROVAL' });
+    await expect(approver.decide(`unknown-${randomUUID()}`, { decision: 'approve' })).rejects.toMatchObject({ code: 'CALL_NOT_FOUND' });
+    const plain = `plain-${randomUUID()}`;
+    await agent.call('echo', { a: 1 }, { id: plain });
+    await expect(approver.decide(plain, { decision: 'approve' })).rejects.toMatchObject({ code: 'NOT_AWAITING_APPROVAL' });
+    expect(await runs(id)).toBe(1);
+  });
+});
