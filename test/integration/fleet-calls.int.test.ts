@@ -212,6 +212,13 @@ describe('a fleet: one dispatcher, workers of every tier', () => {
     }
   });
 
+  it('runs a speculative call only for a speculatable tool, and never sends one to a person (NOT_SPECULATABLE)', async () => {
+    expect(await client.call('guess', {}, { speculative: true })).toMatchObject({ isError: false, structuredContent: { guessed: true } });
+    await expect(client.call('echo', { a: 1 }, { speculative: true })).rejects.toMatchObject({ code: 'NOT_SPECULATABLE', httpStatus: 422, message: expect.stringContaining('not flagged speculatable') as string });
+    await expect(client.call('confirm_guess', {}, { speculative: true })).rejects.toMatchObject({ code: 'NOT_SPECULATABLE', message: expect.stringContaining('person') as string });
+    expect((await client.call('echo', { a: 2 })).isError).toBe(false);
+  });
+
   it('answers CALL_NOT_FOUND for an unknown id', async () => {
     expect((await refusal(client.get('never-submitted'))).code).toBe('CALL_NOT_FOUND');
   });

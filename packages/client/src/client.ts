@@ -66,6 +66,11 @@ export interface CallOptions {
    * (the call stays; read it by id later). @defaultValue true
    */
   readonly waitForApproval?: boolean;
+  /**
+   * Run the call ahead of need; the agent may discard its result. Only for
+   * tools flagged `speculatable` (others: `NOT_SPECULATABLE`); never sent to a person.
+   */
+  readonly speculative?: boolean;
 }
 
 /**
@@ -122,7 +127,13 @@ export class FleetClient {
 
   /** Submits a call; with `waitMs`, waits that long for it to end. */
   async submit(name: string, args: Record<string, unknown> = {}, options: CallOptions & { waitMs?: number } = {}): Promise<CallView> {
-    const body = { name, arguments: args, ...(options.id === undefined ? {} : { id: options.id }), ...(options.expireAfterMs === undefined ? {} : { expireAfterMs: options.expireAfterMs }) };
+    const body = {
+      name,
+      arguments: args,
+      ...(options.id === undefined ? {} : { id: options.id }),
+      ...(options.expireAfterMs === undefined ? {} : { expireAfterMs: options.expireAfterMs }),
+      ...(options.speculative === true ? { speculative: true } : {}),
+    };
     // A call with its own signal goes alone, so aborting it never touches a shared request.
     if (this.#batching && options.signal === undefined) return this.#enqueue(body, Math.min(Math.ceil(options.waitMs ?? 0), MAX_WAIT_MS));
     const query = options.waitMs === undefined || options.waitMs <= 0 ? '' : `?wait=${Math.min(Math.ceil(options.waitMs), MAX_WAIT_MS)}`;

@@ -40,6 +40,7 @@ export {
   ForbiddenError,
   ResourceLimitError,
   NotAwaitingApprovalError,
+  NotSpeculatableError,
   displayPath,
   type SchemaIssue,
   type ValidationStage,

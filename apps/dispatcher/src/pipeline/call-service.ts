@@ -15,6 +15,7 @@ import {
   laneOf,
   lazyChild,
   NoWorkerError,
+  NotSpeculatableError,
   type ReplyMessage,
   type RiskSignalQueue,
   type SubmitCallRequest,
@@ -101,6 +102,12 @@ export class CallService {
       throw error;
     }
     const { definition } = admission;
+    // Speculative: run ahead of need, result possibly discarded. Only tools that say that is harmless, and never a person's time.
+    if (request.speculative === true && (!definition.speculatable || admission.status === 'awaiting_approval')) {
+      const error = new NotSpeculatableError(call.name, definition.speculatable ? 'its call would wait for a person, and speculative calls are never sent to one' : 'it is not flagged speculatable');
+      await d.audit.rejectedCall(caller, call.id, call.name, error);
+      throw error;
+    }
     const now = Date.now();
     const envelope: CallEnvelope = {
       v: 1,

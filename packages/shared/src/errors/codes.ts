@@ -32,6 +32,7 @@ export const ErrorCode = {
   FORBIDDEN: 'FORBIDDEN',
   RESOURCE_LIMIT: 'RESOURCE_LIMIT',
   NOT_AWAITING_APPROVAL: 'NOT_AWAITING_APPROVAL',
+  NOT_SPECULATABLE: 'NOT_SPECULATABLE',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
@@ -82,6 +83,7 @@ export function isRetryable(code: ErrorCode): boolean {
     case ErrorCode.FORBIDDEN:
     case ErrorCode.RESOURCE_LIMIT:
     case ErrorCode.NOT_AWAITING_APPROVAL:
+    case ErrorCode.NOT_SPECULATABLE:
       return false;
     case ErrorCode.WAIT_TIMEOUT:
       return true;
@@ -110,6 +112,7 @@ export function httpStatusFor(code: ErrorCode): number {
     case ErrorCode.WAIT_TIMEOUT:
       return 408;
     case ErrorCode.SCHEMA_VALIDATION:
+    case ErrorCode.NOT_SPECULATABLE:
       return 422;
     case ErrorCode.APPROVAL_DENIED:
     case ErrorCode.OUT_OF_SCOPE:

@@ -30,6 +30,7 @@ import {
   ForbiddenError,
   ResourceLimitError,
   NotAwaitingApprovalError,
+  NotSpeculatableError,
 } from './errors.js';
 import { type FleetError, isFleetError } from './fleet-error.js';
 import { fromWireError, toWireError, WireError } from './wire.js';
@@ -64,6 +65,7 @@ const samples: Record<Exclude<ErrorCode, never>, FleetError> = {
   FORBIDDEN: new ForbiddenError('decide approvals', 'agent', ['approver', 'admin']),
   RESOURCE_LIMIT: new ResourceLimitError('loop', 'cpu', '2 s of CPU time'),
   NOT_AWAITING_APPROVAL: new NotAwaitingApprovalError('c-1', 'completed', 'it was decided already'),
+  NOT_SPECULATABLE: new NotSpeculatableError('pay', 'it is not flagged speculatable'),
 };
 
 describe('error codes', () => {

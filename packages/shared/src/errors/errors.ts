@@ -358,6 +358,21 @@ export class ResourceLimitError extends FleetError {
   }
 }
 
+/**
+ * A call was submitted as speculative (to run ahead of need, its result
+ * possibly discarded) for a tool that may not run that way: one not flagged
+ * `speculatable`, or one whose call would wait for a person.
+ */
+export class NotSpeculatableError extends FleetError {
+  readonly code = ErrorCode.NOT_SPECULATABLE;
+  constructor(
+    readonly toolName: string,
+    readonly why: string,
+  ) {
+    super(`tool '${toolName}' cannot be called speculatively: ${why}; submit the call without \`speculative\` when the agent really needs it`, { toolName, why });
+  }
+}
+
 /** A decision was sent for a call that is not waiting for one: unknown to approvals, already decided, or ended. */
 export class NotAwaitingApprovalError extends FleetError {
   readonly code = ErrorCode.NOT_AWAITING_APPROVAL;

@@ -33,6 +33,11 @@ export const SubmitCallRequest = z.strictObject({
   arguments: z.record(z.string(), z.unknown()).default({}),
   /** A call still queued this many milliseconds after submission is never executed; it fails with `EXPIRED`. */
   expireAfterMs: z.number().int().positive().max(7 * 24 * 3600 * 1000).optional(),
+  /**
+   * Run it ahead of need (the agent may discard the result): accepted only
+   * for tools flagged `speculatable`, and never sent to a person.
+   */
+  speculative: z.boolean().optional(),
 });
 export type SubmitCallRequest = z.infer<typeof SubmitCallRequest>;
 
