@@ -79,7 +79,8 @@ function run(name, bin, args, env) {
   return child;
 }
 
-async function until(what, check, timeoutMs = 30_000) {
+// Generous: on a loaded two-core machine the sandboxes' bundling and first processes take a while.
+async function until(what, check, timeoutMs = 60_000) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (stopping) process.exit(process.exitCode ?? 1);

@@ -5,19 +5,23 @@ import type { DecisionAudit } from './audit/decisions.js';
 import type { Authenticator } from './auth/authenticator.js';
 import type { CatalogView } from './catalog/catalog-view.js';
 import type { ApprovalService } from './approvals/approval-service.js';
+import type { LoadedPolicy } from './approvals/policy-file.js';
 import { approvalRoutes } from './http/approvals.js';
+import { policyRoutes } from './http/policy.js';
 import { auditRoutes } from './http/audit.js';
 import { callRoutes } from './http/calls.js';
 import { registerErrorHandling } from './http/errors.js';
 import { healthRoutes } from './http/health.js';
 import { openapiRoutes } from './http/openapi.js';
 import { toolRoutes } from './http/tools.js';
+import { mcpRoutes } from './mcp/mcp-routes.js';
 import type { CallService } from './pipeline/call-service.js';
 
 /** What the HTTP app needs; main.ts builds these from the environment, tests from a real Redis. */
 export interface AppDeps {
   readonly calls: CallService;
   readonly approvals: ApprovalService;
+  readonly policy: LoadedPolicy;
   readonly catalog: CatalogView;
   readonly auth: Authenticator;
   readonly ready: () => Promise<boolean>;
@@ -59,7 +63,9 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   void app.register(toolRoutes(deps.catalog, deps.auth, deps.audit));
   void app.register(callRoutes(deps.calls, deps.auth));
   void app.register(approvalRoutes(deps.approvals, deps.auth));
+  void app.register(policyRoutes(deps.policy, deps.auth));
   void app.register(auditRoutes(deps.auditReader, deps.auth));
+  void app.register(mcpRoutes(deps));
   void app.register(openapiRoutes());
   return app;
 }

@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { DEFAULT_APPROVAL_DEADLINE_MS, fleetKeys, ScopeRegistry, type TokenVerifier, ToolScope } from '@forge-fleet/shared';
+import { fleetKeys, ScopeRegistry, type TokenVerifier, ToolScope } from '@forge-fleet/shared';
 import { AuditReader, CallStore, Catalog, closeRedis, connectRedis, RedisAuditLogger, RedisRiskSignalQueue, ReplyInbox, TierQueues } from '@forge-fleet/store';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { buildApp } from './app.js';
-import { approvalPolicy } from './approvals/policy.js';
+import { approvalDeadlineOf, approvalHandlerOf, type LoadedPolicy } from './approvals/policy-file.js';
 import { DecisionAudit } from './audit/decisions.js';
 import { Authenticator } from './auth/authenticator.js';
 import { CatalogView } from './catalog/catalog-view.js';
@@ -24,19 +24,16 @@ export interface DispatcherOptions {
   readonly limits?: ArgumentLimits;
   /** Where `GET /v1/audit` reads the audit stream (a Redis user allowed to read it). @defaultValue redisUrl */
   readonly auditRedisUrl?: string;
-  readonly approval: 'tier' | 'auto' | 'deny';
   /** Verifies agent capability tokens; `undefined` only with `devMode`. */
   readonly tokens: TokenVerifier | undefined;
   /** Serve anonymous callers (no grants, scope from `x-forge-task`). Development only. */
   readonly devMode: boolean;
   /** Patterns per task type. */
-  readonly scopes: Readonly<Record<string, readonly string[]>>;
-  readonly defaultScope: readonly string[];
+  /** Approval handler, people-in-the-loop tools and deadlines, and scopes per task type (a policy file, or the environment). */
+  readonly policy: LoadedPolicy;
   readonly catalogRefreshMs: number;
   /** The fleet's call-signing secret (workers get keys derived from it per queue). */
   readonly signingSecret: Buffer;
-  /** How long a call waits for a person before it expires. @defaultValue 15 min */
-  readonly approvalDeadlineMs?: number;
   /** How long a call's signature holds after enqueueing. @defaultValue retentionMs */
   readonly callValidityMs?: number;
   readonly log: Logger;
@@ -63,8 +60,9 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
   // keeping the queues on a connection of their own keeps the request path's pipelines cheap.
   const queueConnection = connectRedis(o.redisUrl, 'queue');
   const log = o.log.child({ dispatcherId: id });
-  const scopes = new ScopeRegistry(o.defaultScope.length === 1 && o.defaultScope[0] === '*' ? ToolScope.full() : ToolScope.allow(o.defaultScope));
-  for (const [task, patterns] of Object.entries(o.scopes)) scopes.register(task, ToolScope.allow(patterns));
+  const { policy } = o.policy;
+  const scopes = new ScopeRegistry(policy.defaultScope.length === 1 && policy.defaultScope[0] === '*' ? ToolScope.full() : ToolScope.allow(policy.defaultScope));
+  for (const [task, patterns] of Object.entries(policy.scopes)) scopes.register(task, ToolScope.allow(patterns));
 
   // Reading the audit stream is an admin's occasional query: on its own connection when its URL differs.
   const auditConnection = o.auditRedisUrl === undefined || o.auditRedisUrl === o.redisUrl ? undefined : connectRedis(o.auditRedisUrl, 'queue');
@@ -81,10 +79,10 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
     store,
     queues,
     signer,
-    approvalDeadlineMs: o.approvalDeadlineMs ?? DEFAULT_APPROVAL_DEADLINE_MS,
+    approvalDeadlineFor: approvalDeadlineOf(policy),
     inbox,
     catalog,
-    approval: approvalPolicy(o.approval),
+    approval: approvalHandlerOf(policy),
     audit,
     limits: o.limits ?? DEFAULT_ARGUMENT_LIMITS,
     risk: new RedisRiskSignalQueue(redis, keys, (err) => log.error({ err }, 'risk signal write failed')),
@@ -100,6 +98,7 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
     closing: () => shuttingDown,
     calls,
     approvals,
+    policy: o.policy,
     catalog,
     auth: new Authenticator({ verifier: o.tokens, devMode: o.devMode, scopes }),
     ready: async () => (await redis.ping()) === 'PONG',

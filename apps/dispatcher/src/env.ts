@@ -65,6 +65,12 @@ export const DispatcherEnv = FleetEnv.extend({
   FORGE_SCOPES: json(z.record(z.string().min(1), z.array(z.string())), {}),
   /** Scope of callers that name no task type, as patterns; `["*"]` admits everything. @defaultValue ["*"] */
   FORGE_DEFAULT_SCOPE: json(z.array(z.string()), ['*']),
+  /**
+   * A policy file (JSON or YAML; see approvals/policy-file.ts): approval handler,
+   * tools that need a person, deadlines, scopes. Replaces FORGE_APPROVAL,
+   * FORGE_SCOPES, FORGE_DEFAULT_SCOPE and FORGE_APPROVAL_DEADLINE_MS (setting both is refused).
+   */
+  FORGE_POLICY_FILE: z.string().min(1).optional(),
   /** How long a call waits for a person's decision before it ends as EXPIRED. @defaultValue 900000 (15 min) */
   FORGE_APPROVAL_DEADLINE_MS: envInt(900_000),
   /** How often the live catalog is re-read. @defaultValue 1000 */

@@ -5,7 +5,18 @@
 import { ConfigInvalidError, runMain, secretFromEnv, TokenVerifier } from '@forge-fleet/shared';
 import { pino } from 'pino';
 import { createDispatcher } from './dispatcher.js';
-import { parseDispatcherEnv, tokenPublicKeyPem } from './env.js';
+import { type LoadedPolicy, loadPolicyFile, policyFromEnv } from './approvals/policy-file.js';
+import { type DispatcherEnv, parseDispatcherEnv, tokenPublicKeyPem } from './env.js';
+
+/** The policy: from FORGE_POLICY_FILE, or from the environment's separate settings — never a mix of both. */
+function policyOf(env: Readonly<DispatcherEnv>): LoadedPolicy {
+  if (env.FORGE_POLICY_FILE === undefined) {
+    return policyFromEnv({ approval: env.FORGE_APPROVAL, scopes: env.FORGE_SCOPES, defaultScope: env.FORGE_DEFAULT_SCOPE, approvalDeadlineMs: env.FORGE_APPROVAL_DEADLINE_MS });
+  }
+  const alsoSet = ['FORGE_APPROVAL', 'FORGE_SCOPES', 'FORGE_DEFAULT_SCOPE', 'FORGE_APPROVAL_DEADLINE_MS'].filter((name) => (process.env[name] ?? '') !== '');
+  if (alsoSet.length > 0) throw new ConfigInvalidError('dispatcher environment', [`FORGE_POLICY_FILE replaces ${alsoSet.join(', ')}: move those settings into the policy file`]);
+  return loadPolicyFile(env.FORGE_POLICY_FILE);
+}
 
 runMain('forge-dispatcher', async () => {
   const env = parseDispatcherEnv(process.env);
@@ -29,13 +40,10 @@ runMain('forge-dispatcher', async () => {
     bodyLimit: env.FORGE_BODY_LIMIT_BYTES,
     limits: { maxBytes: env.FORGE_MAX_ARGUMENT_BYTES, maxDepth: env.FORGE_MAX_JSON_DEPTH },
     ...(env.FORGE_AUDIT_REDIS_URL === undefined || env.FORGE_AUDIT_REDIS_URL === '' ? {} : { auditRedisUrl: env.FORGE_AUDIT_REDIS_URL }),
-    approval: env.FORGE_APPROVAL,
+    policy: policyOf(env),
     tokens,
     devMode: env.FORGE_DEV_MODE,
-    scopes: env.FORGE_SCOPES,
-    defaultScope: env.FORGE_DEFAULT_SCOPE,
     catalogRefreshMs: env.FORGE_CATALOG_REFRESH_MS,
-    approvalDeadlineMs: env.FORGE_APPROVAL_DEADLINE_MS,
     signingSecret,
     log,
   });

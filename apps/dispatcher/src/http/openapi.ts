@@ -19,6 +19,7 @@ import { z } from 'zod';
 import { AuditQuery } from './audit.js';
 import { ApprovalListQuery } from './approvals.js';
 import { WaitQuery } from './calls.js';
+import { Policy } from '../approvals/policy-file.js';
 
 /** A JSON object as it goes into the document. */
 type Json = { [key: string]: unknown };
@@ -100,6 +101,9 @@ void sameToolDefinition;
 const REQUEST_SCHEMAS = { SubmitCallRequest, SubmitBatchRequest, ApprovalDecisionRequest } satisfies Record<string, z.ZodType>;
 
 /** Answers: described as the dispatcher sends them (`io: 'output'`: defaults filled in). */
+/** `GET /v1/policy`: the policy schema itself, and its source. */
+const PolicyView = z.object({ source: z.string(), policy: Policy });
+
 const RESPONSE_SCHEMAS = {
   CallView,
   ToolResult,
@@ -112,6 +116,7 @@ const RESPONSE_SCHEMAS = {
   AuditPage,
   PendingApproval,
   ApprovalList,
+  PolicyView,
   Health,
 } satisfies Record<string, z.ZodType>;
 
@@ -288,6 +293,14 @@ function buildPaths(): Record<string, Record<string, Json>> {
         },
       },
     },
+    '/v1/policy': {
+      get: {
+        operationId: 'readPolicy',
+        summary: 'The effective policy and where it came from (admins only)',
+        parameters: v1,
+        responses: { 200: json('PolicyView', 'The policy'), ...errors({ 401: ERRORS[401], 403: 'FORBIDDEN: not an admin token' }) },
+      },
+    },
     '/v1/audit': {
       get: {
         operationId: 'queryAudit',
@@ -309,6 +322,40 @@ function buildPaths(): Record<string, Record<string, Json>> {
             500: "INTERNAL: the dispatcher's Redis user may not read the audit stream (set FORGE_AUDIT_REDIS_URL)",
           }),
         },
+      },
+    },
+    '/mcp': {
+      post: {
+        operationId: 'mcp',
+        summary: 'MCP over Streamable HTTP, stateless: initialize, tools/list (scope-filtered, paginated), tools/call (the whole pipeline); docs/http-api.md',
+        description:
+          'One JSON-RPC message (or batch) per request; send `Accept: application/json, text/event-stream`. Requests are answered as a server-sent event stream ' +
+          '(progress notifications, then the response); notifications with 202. Tool failures, invalid arguments and refused approvals are results with ' +
+          '`isError: true`; unknown and out-of-scope tools are JSON-RPC errors `-32602`.',
+        parameters: v1,
+        requestBody: { required: true, description: 'A JSON-RPC 2.0 message or batch (MCP)', content: { 'application/json': { schema: { type: 'object' } } } },
+        responses: {
+          200: {
+            description: 'The answer to a request: a `text/event-stream` of JSON-RPC messages (or a JSON-RPC error as JSON)',
+            content: { 'text/event-stream': { schema: { type: 'string' } }, 'application/json': { schema: { type: 'object' } } },
+          },
+          202: { description: 'A notification or response was accepted' },
+          400: { description: 'A JSON-RPC error: the body is not a valid JSON-RPC message', content: { 'application/json': { schema: { type: 'object' } } } },
+          406: { description: 'The `Accept` header does not list both `application/json` and `text/event-stream`' },
+          ...errors({ 401: ERRORS[401], 413: ERRORS[413] }),
+        },
+      },
+      get: {
+        operationId: 'mcpStream',
+        summary: 'Not served: the endpoint is stateless (no standalone notification stream); 405',
+        security: noAuth,
+        responses: { 405: { description: 'A JSON-RPC error body; `Allow: POST`', content: { 'application/json': { schema: { type: 'object' } } } } },
+      },
+      delete: {
+        operationId: 'mcpEndSession',
+        summary: 'Not served: the endpoint is stateless (no sessions to end); 405',
+        security: noAuth,
+        responses: { 405: { description: 'A JSON-RPC error body; `Allow: POST`', content: { 'application/json': { schema: { type: 'object' } } } } },
       },
     },
     '/v1/approvals': {
@@ -343,7 +390,7 @@ function buildPaths(): Record<string, Record<string, Json>> {
 }
 
 /** The dispatcher's own version, from its package.json (`src/http` and `dist/http` both sit two levels below it). */
-function dispatcherVersion(): string {
+export function dispatcherVersion(): string {
   const text = readFileSync(new URL('../../package.json', import.meta.url), 'utf8');
   return z.object({ version: z.string() }).parse(JSON.parse(text)).version;
 }

@@ -40,8 +40,8 @@ export interface CallServiceDeps {
   readonly inbox: ReplyInbox;
   readonly catalog: CatalogView;
   readonly approval: ApprovalHandler;
-  /** How long a call waits for a person before it expires. */
-  readonly approvalDeadlineMs: number;
+  /** How long a call of a tool waits for a person before it expires (from the policy). */
+  readonly approvalDeadlineFor: (tool: string) => number;
   /** Receives every admission decision (and cancellations, expiries). */
   readonly audit: DecisionAudit;
   readonly risk: RiskSignalQueue;
@@ -134,7 +134,7 @@ export class CallService {
     };
     if (admission.status === 'awaiting_approval') {
       // Nothing is enqueued and no worker slot is held: the record waits for a person (see approvals/).
-      const approvalDeadline = Date.now() + d.approvalDeadlineMs;
+      const approvalDeadline = Date.now() + d.approvalDeadlineFor(call.name);
       const listeningForDecision = waitMs > 0 ? d.inbox.listen(call.id, waitMs, signal) : undefined;
       // The index entry goes in the same write as the record (same connection, same turn), so the deadline sweep sees it.
       void d.store.indexApproval(call.id, approvalDeadline).catch((err: unknown) => log.error({ err }, 'could not index a call awaiting approval'));

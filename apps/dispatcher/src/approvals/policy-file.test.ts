@@ -1,0 +1,59 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type ApprovalContext, defineTool } from '@forge-fleet/shared';
+import { describe, expect, it } from 'vitest';
+import { approvalDeadlineOf, approvalHandlerOf, loadPolicyFile, policyFromEnv } from './policy-file.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'forge-policy-'));
+const file = (name: string, text: string): string => {
+  const path = join(dir, name);
+  writeFileSync(path, text);
+  return path;
+};
+const call = (name: string) => ({ id: 'c1', name, arguments: {} });
+const ctx = (name: string): ApprovalContext => ({ definition: defineTool({ name, tier: 'platform', handler: () => 'x' }).definition, trust: 'trusted' });
+
+describe('policy files', () => {
+  it('reads YAML and JSON alike, with defaults for what they leave out', () => {
+    const yaml = loadPolicyFile(file('p.yaml', 'version: 1\napproval:\n  people: [refund]\nscopes:\n  research: ["search.*", clock]\n'));
+    expect(yaml.policy).toMatchObject({ approval: { default: 'tier', people: ['refund'], deadlineMs: 900_000, deadlines: {} }, scopes: { research: ['search.*', 'clock'] }, defaultScope: ['*'] });
+    expect(yaml.source).toMatch(/p\.yaml$/);
+    const json = loadPolicyFile(file('p.json', JSON.stringify({ version: 1, approval: { default: 'deny' } })));
+    expect(json.policy.approval.default).toBe('deny');
+  });
+
+  it('names the line and path of every problem', () => {
+    const path = file('bad.yaml', 'version: 1\napproval:\n  default: sometimes\n  people: ["bad pattern!"]\nextra: true\n');
+    let message = '';
+    try {
+      loadPolicyFile(path);
+    } catch (error) {
+      message = (error as Error).message;
+      expect(error).toMatchObject({ code: 'CONFIG_INVALID' });
+    }
+    expect(message).toMatch(/bad\.yaml:3:\d+: approval\.default/);
+    expect(message).toMatch(/bad\.yaml:4:\d+: approval\.people\.0/);
+    expect(message).toMatch(/extra/);
+    expect(() => loadPolicyFile(file('syntax.yaml', 'version: 1\nscopes: [unclosed\n'))).toThrow(/syntax\.yaml:\d+:\d+/);
+    expect(() => loadPolicyFile(join(dir, 'missing.yaml'))).toThrow(/cannot read/);
+  });
+
+  it('builds the approval step: default handler, allow list, then people', async () => {
+    const { policy } = loadPolicyFile(file('a.yaml', 'version: 1\napproval:\n  default: auto\n  allow: ["pay.*", clock]\n  people: ["pay.refund"]\n'));
+    const handler = approvalHandlerOf(policy);
+    expect(await handler.check(call('clock'), 'platform', ctx('clock'))).toMatchObject({ kind: 'approve' });
+    expect(await handler.check(call('pay.refund'), 'host', ctx('pay.refund'))).toMatchObject({ kind: 'pending', reason: expect.stringContaining('person') as string });
+    expect(await handler.check(call('shell'), 'platform', ctx('shell'))).toMatchObject({ kind: 'deny' });
+  });
+
+  it('finds a tool\'s approval deadline: exact name, then pattern, then the default', () => {
+    const { policy } = loadPolicyFile(file('d.yaml', 'version: 1\napproval:\n  deadlineMs: 1000\n  deadlines: { "pay.*": 2000, pay.refund: 3000 }\n'));
+    const deadline = approvalDeadlineOf(policy);
+    expect([deadline('pay.refund'), deadline('pay.charge'), deadline('clock')]).toEqual([3000, 2000, 1000]);
+  });
+
+  it('describes the environment\'s settings as a policy when no file is given', () => {
+    expect(policyFromEnv({ approval: 'auto', scopes: { r: ['a'] }, defaultScope: ['*'], approvalDeadlineMs: 5 })).toMatchObject({ source: 'environment', policy: { approval: { default: 'auto', deadlineMs: 5 }, scopes: { r: ['a'] } } });
+  });
+});

@@ -1,0 +1,129 @@
+import { readFileSync } from 'node:fs';
+import {
+  allOf,
+  AllowList,
+  Approval,
+  type ApprovalHandler,
+  assertToolPattern,
+  ConfigInvalidError,
+  DEFAULT_APPROVAL_DEADLINE_MS,
+  toolMatcher,
+} from '@forge-fleet/shared';
+import { isNode, LineCounter, parseDocument } from 'yaml';
+import { z } from 'zod';
+import { approvalPolicy } from './policy.js';
+
+/** A tool name or `prefix.*` / `*` pattern, checked where it is read. */
+const ToolPattern = z.string().superRefine((pattern, ctx) => {
+  try {
+    assertToolPattern(pattern);
+  } catch (error) {
+    ctx.addIssue({ code: 'custom', message: error instanceof Error ? error.message : String(error) });
+  }
+});
+
+/**
+ * The dispatcher's policy, as a file operators can read (JSON or YAML; YAML is
+ * a superset of JSON, so one parser serves both and every error names a line):
+ *
+ * ```yaml
+ * version: 1
+ * approval:
+ *   default: tier              # tier | auto | deny
+ *   allow: ["search.*", clock] # only these tools are approved at all (absent: every tool)
+ *   people: [refund, "db.write_*"]  # every call of these waits for a person
+ *   deadlineMs: 900000         # how long a call waits for a person (default 15 min)
+ *   deadlines: { refund: 3600000 }  # per tool or pattern
+ * scopes:                      # what each task type may list and call
+ *   research: ["search.*", clock]
+ * defaultScope: ["*"]          # callers whose token names no task type or scope
+ * ```
+ */
+export const Policy = z.strictObject({
+  version: z.literal(1),
+  approval: z
+    .strictObject({
+      default: z.enum(['tier', 'auto', 'deny']).default('tier'),
+      allow: z.array(ToolPattern).optional(),
+      people: z.array(ToolPattern).default([]),
+      deadlineMs: z.number().int().positive().default(DEFAULT_APPROVAL_DEADLINE_MS),
+      deadlines: z.record(ToolPattern, z.number().int().positive()).default({}),
+    })
+    .prefault({}),
+  scopes: z.record(z.string().min(1), z.array(ToolPattern)).default({}),
+  defaultScope: z.array(ToolPattern).default(['*']),
+});
+export type Policy = z.infer<typeof Policy>;
+
+/** The effective policy and where it came from, as `GET /v1/policy` shows it. */
+export interface LoadedPolicy {
+  readonly policy: Readonly<Policy>;
+  /** The file it was read from, or `environment` (FORGE_APPROVAL, FORGE_SCOPES, FORGE_DEFAULT_SCOPE). */
+  readonly source: string;
+}
+
+/**
+ * Reads and checks a policy file once, at start-up.
+ * @throws ConfigInvalidError naming each problem's line and path in the file.
+ */
+export function loadPolicyFile(path: string): LoadedPolicy {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new ConfigInvalidError('policy file', [`FORGE_POLICY_FILE: cannot read ${path}: ${error instanceof Error ? error.message : String(error)}`], { cause: error });
+  }
+  const lines = new LineCounter();
+  const doc = parseDocument(text, { lineCounter: lines, prettyErrors: false });
+  const at = (offset: number): string => {
+    const { line, col } = lines.linePos(offset);
+    return `${path}:${line}:${col}`;
+  };
+  if (doc.errors.length > 0) throw new ConfigInvalidError('policy file', doc.errors.map((e) => `${at(e.pos[0])}: ${e.message}`));
+  const parsed = Policy.safeParse(doc.toJS());
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((issue) => {
+      // The deepest node of the issue's path that exists in the file gives its line.
+      let node: unknown;
+      for (let depth = issue.path.length; depth >= 0 && !isNode(node); depth--) node = doc.getIn(issue.path.slice(0, depth) as (string | number)[], true);
+      const where = isNode(node) && node.range !== undefined && node.range !== null ? at(node.range[0]) : path;
+      return `${where}: ${issue.path.length === 0 ? '(root)' : issue.path.join('.')}: ${issue.message}`;
+    });
+    throw new ConfigInvalidError('policy file', problems, { cause: parsed.error });
+  }
+  return { policy: Object.freeze(parsed.data), source: path };
+}
+
+/** The policy the environment variables describe, when no file is given. */
+export function policyFromEnv(env: { approval: 'tier' | 'auto' | 'deny'; scopes: Readonly<Record<string, readonly string[]>>; defaultScope: readonly string[]; approvalDeadlineMs: number }): LoadedPolicy {
+  const policy = Policy.parse({
+    version: 1,
+    approval: { default: env.approval, deadlineMs: env.approvalDeadlineMs },
+    scopes: env.scopes,
+    defaultScope: env.defaultScope,
+  });
+  return { policy: Object.freeze(policy), source: 'environment' };
+}
+
+/**
+ * The approval step a policy describes: its default handler, then the allow
+ * list, then "these tools need a person" — every one must agree (a denial
+ * ends it; a person's turn makes the call wait).
+ */
+export function approvalHandlerOf(policy: Policy): ApprovalHandler {
+  const handlers: ApprovalHandler[] = [approvalPolicy(policy.approval.default)];
+  if (policy.approval.allow !== undefined) handlers.push(new AllowList(policy.approval.allow));
+  if (policy.approval.people.length > 0) {
+    const needsPerson = toolMatcher(policy.approval.people);
+    handlers.push({ check: (call) => (needsPerson(call.name) ? Approval.pending(`the policy sends every call of '${call.name}' to a person`) : Approval.approve()) });
+  }
+  return handlers.length === 1 ? handlers[0]! : allOf(...handlers);
+}
+
+/** How long a call of `tool` waits for a person: its own deadline (exact name first, then patterns), else the default. */
+export function approvalDeadlineOf(policy: Policy): (tool: string) => number {
+  const entries = Object.entries(policy.approval.deadlines);
+  const exact = new Map(entries);
+  const patterns = entries.filter(([p]) => p.endsWith('*')).map(([p, ms]) => [toolMatcher([p]), ms] as const);
+  return (tool) => exact.get(tool) ?? patterns.find(([matches]) => matches(tool))?.[1] ?? policy.approval.deadlineMs;
+}

@@ -1,0 +1,109 @@
+import { parseToolDefinition, type ToolDefinition, type ToolDefinitionInput, ToolScope } from '@forge-fleet/shared';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ErrorCode, McpError, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import { fastify, type FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { DecisionAudit } from '../audit/decisions.js';
+import type { Authenticator, Caller } from '../auth/authenticator.js';
+import type { CatalogView } from '../catalog/catalog-view.js';
+import type { CallService } from '../pipeline/call-service.js';
+import { type McpDeps, mcpRoutes } from './mcp-routes.js';
+import { annotationsOf, listPage } from './tool-listing.js';
+
+const define = (input: ToolDefinitionInput): ToolDefinition => parseToolDefinition(input);
+
+// Out of order on purpose: listings are sorted by name.
+const TOOLS = ['kilo', 'alpha', 'echo', 'delta', 'bravo', 'charlie', 'juliet'].map((name) => define({ name, tier: 'platform' }));
+
+describe('listPage', () => {
+  it('pages through every tool once, in name order, with an opaque cursor', () => {
+    const names: string[] = [];
+    let cursor: string | undefined;
+    let pages = 0;
+    do {
+      const page = listPage(TOOLS, cursor, 3);
+      expect(page.tools.length).toBeLessThanOrEqual(3);
+      names.push(...page.tools.map((t) => t.name));
+      cursor = page.nextCursor;
+      pages += 1;
+    } while (cursor !== undefined);
+    expect(names).toEqual(['alpha', 'bravo', 'charlie', 'delta', 'echo', 'juliet', 'kilo']);
+    expect(pages).toBe(3);
+  });
+
+  it('continues after the last name seen when a tool left between pages', () => {
+    const first = listPage(TOOLS, undefined, 2);
+    expect(first.tools.map((t) => t.name)).toEqual(['alpha', 'bravo']);
+    const second = listPage(TOOLS.filter((t) => t.name !== 'alpha'), first.nextCursor, 2);
+    expect(second.tools.map((t) => t.name)).toEqual(['charlie', 'delta']);
+  });
+
+  it('ends without a cursor on an exactly full last page', () => {
+    expect(listPage(TOOLS.slice(0, 2), undefined, 2).nextCursor).toBeUndefined();
+  });
+
+  it('refuses a cursor it did not make (-32602)', () => {
+    expect(() => listPage(TOOLS, '!!not-a-cursor', 2)).toThrow(McpError);
+    expect(() => listPage(TOOLS, '', 2)).toThrow(expect.objectContaining({ code: ErrorCode.InvalidParams }));
+  });
+});
+
+describe('annotationsOf', () => {
+  it('derives the hints from tier and flags', () => {
+    expect(annotationsOf(define({ name: 'p', tier: 'platform' }))).toEqual({ readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false });
+    expect(annotationsOf(define({ name: 'e', tier: 'embedded', retryable: true }))).toEqual({ readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false });
+    expect(annotationsOf(define({ name: 'h', tier: 'host' }))).toEqual({ readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true });
+    expect(annotationsOf(define({ name: 'r', tier: 'host', speculatable: true }))).toEqual({ readOnlyHint: true, destructiveHint: false, idempotentHint: false, openWorldHint: true });
+    expect(annotationsOf(define({ name: 'c', tier: 'platform', requiresConfirmation: true }))).toMatchObject({ destructiveHint: true });
+  });
+});
+
+describe('/mcp with the official client (stubbed catalog, page size 2)', () => {
+  const caller: Caller = { subject: 'unit', role: 'agent', scope: { name: 'unit', scope: ToolScope.allow(['*']) }, authorization: undefined };
+  const listed: string[] = [];
+  const deps: McpDeps = {
+    catalog: { list: () => TOOLS } as unknown as CatalogView,
+    auth: {
+      caller: (headers: { authorization?: string }) => (headers.authorization === 'Bearer ok' ? Promise.resolve(caller) : Promise.reject(new Error('no'))),
+    } as unknown as Authenticator,
+    audit: { listed: (_caller: Caller, route: string) => listed.push(route) } as unknown as DecisionAudit,
+    calls: {} as CallService,
+  };
+  let app: FastifyInstance;
+  let url: string;
+
+  beforeAll(async () => {
+    app = fastify();
+    await app.register(mcpRoutes(deps, { pageSize: 2 }));
+    url = await app.listen({ port: 0, host: '127.0.0.1' });
+  });
+  afterAll(async () => {
+    await app.close();
+  });
+
+  it('lists all tools over several pages, once each and in order', async () => {
+    const client = new Client({ name: 'unit', version: '0.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp`), { requestInit: { headers: { authorization: 'Bearer ok' } } }));
+    try {
+      const tools: Tool[] = [];
+      let cursor: string | undefined;
+      let pages = 0;
+      do {
+        const page = await client.listTools(cursor === undefined ? {} : { cursor });
+        expect(page.tools.length).toBeLessThanOrEqual(2);
+        tools.push(...page.tools);
+        cursor = page.nextCursor;
+        pages += 1;
+      } while (cursor !== undefined);
+      expect(tools.map((t) => t.name)).toEqual(['alpha', 'bravo', 'charlie', 'delta', 'echo', 'juliet', 'kilo']);
+      expect(pages).toBe(4);
+      expect(listed).toEqual(Array.from({ length: 4 }, () => 'POST /mcp tools/list'));
+      const error = await client.listTools({ cursor: 'bogus!' }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(McpError);
+      expect((error as McpError).code).toBe(ErrorCode.InvalidParams);
+    } finally {
+      await client.close();
+    }
+  });
+});

@@ -1,0 +1,196 @@
+import { randomUUID } from 'node:crypto';
+import { BadRequestError, type CallView, errorResult, isFinalStatus, isFleetError, MAX_WAIT_MS, ToolCallId } from '@forge-fleet/shared';
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import {
+  CallToolRequestSchema,
+  type CallToolRequest,
+  type CallToolResult,
+  CancelledNotificationSchema,
+  ErrorCode,
+  ListToolsRequestSchema,
+  type ServerNotification,
+  type ServerRequest,
+} from '@modelcontextprotocol/sdk/types.js';
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import type { DecisionAudit } from '../audit/decisions.js';
+import { type Authenticator, type Caller, requireRole } from '../auth/authenticator.js';
+import type { CatalogView } from '../catalog/catalog-view.js';
+import { dispatcherVersion } from '../http/openapi.js';
+import type { CallService } from '../pipeline/call-service.js';
+import { refusalOf, toCallToolResult } from './call-results.js';
+import { InFlightCalls } from './in-flight.js';
+import { DEFAULT_PAGE_SIZE, listPage, META } from './tool-listing.js';
+
+/** What `/mcp` needs (the app's deps have it all). */
+export interface McpDeps {
+  readonly calls: CallService;
+  readonly catalog: CatalogView;
+  readonly auth: Authenticator;
+  readonly audit: DecisionAudit;
+}
+
+export interface McpOptions {
+  /** Tools per `tools/list` page. @defaultValue {@link DEFAULT_PAGE_SIZE} */
+  readonly pageSize?: number;
+}
+
+type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
+
+/**
+ * With a progress token, the longest a client goes without a notification while its call runs: short
+ * enough that a client with `resetTimeoutOnProgress` and the SDK's default 60 s request timeout keeps waiting.
+ */
+const PROGRESS_INTERVAL_MS = 15_000;
+
+/** What one MCP request is served with: who asks, and the process-wide state requests share. */
+interface Context {
+  readonly deps: McpDeps;
+  readonly caller: Caller;
+  /** The key of this client's requests in {@link InFlightCalls}. */
+  readonly client: string;
+  readonly inFlight: InFlightCalls;
+  readonly pageSize: number;
+  readonly log: FastifyBaseLogger;
+  readonly version: string;
+}
+
+/**
+ * Runs one `tools/call` through the whole pipeline (scope → catalog → schema →
+ * approval → tier queue) and waits, in rounds of {@link MAX_WAIT_MS} (or
+ * {@link PROGRESS_INTERVAL_MS} when the client wants progress), until the call
+ * ends. The MCP request ending first — a `notifications/cancelled`, or the
+ * client hanging up — cancels the fleet call: an MCP client has no other way to
+ * come back for the result.
+ */
+async function callTool(cx: Context, request: CallToolRequest, extra: Extra, closeRequest: () => Promise<void>): Promise<CallToolResult> {
+  const { calls } = cx.deps;
+  const { name, arguments: args = {}, _meta: meta } = request.params;
+  const chosenId = meta?.[META.callId];
+  const parsedId = chosenId === undefined ? undefined : ToolCallId.safeParse(chosenId);
+  const id = parsedId?.success === true ? parsedId.data : randomUUID();
+  const call = { id, name };
+  if (parsedId?.success === false) {
+    return toCallToolResult(errorResult(call, new BadRequestError(`_meta["${META.callId}"] ${parsedId.error.issues[0]?.message ?? 'is invalid'}`)));
+  }
+  try {
+    requireRole(cx.caller, 'call tools', ['agent', 'admin']);
+  } catch (error) {
+    if (isFleetError(error)) return refusalOf(error, call);
+    throw error;
+  }
+
+  // Fires on an explicit cancellation (InFlightCalls) and when the SDK aborts the request (its connection closed).
+  const cancelled = new AbortController();
+  const onAbort = (): void => cancelled.abort(extra.signal.reason);
+  extra.signal.addEventListener('abort', onAbort, { once: true });
+  if (extra.signal.aborted) onAbort();
+  const unregister = cx.inFlight.add(cx.client, extra.requestId, cancelled);
+
+  // The fleet has no progress channel from workers yet: what a client hears is each status this request
+  // observes — on submission, after every wait round that ends with the call still going, and at the end.
+  const progressToken = meta?.progressToken;
+  let progress = 0;
+  const report = async (view: CallView): Promise<void> => {
+    if (progressToken === undefined || cancelled.signal.aborted) return;
+    progress += 1;
+    await extra.sendNotification({ method: 'notifications/progress', params: { progressToken, progress, message: view.status } });
+  };
+
+  try {
+    let view: CallView;
+    try {
+      // With a progress token the submission answers at once, so the client hears `queued` before the call ends.
+      view = await calls.submit({ id, name, arguments: args }, cx.caller, progressToken === undefined ? MAX_WAIT_MS : 0, cancelled.signal);
+      while (!isFinalStatus(view.status) && !cancelled.signal.aborted) {
+        await report(view);
+        view = await calls.get(id, progressToken === undefined ? MAX_WAIT_MS : PROGRESS_INTERVAL_MS, cx.caller, cancelled.signal);
+      }
+    } catch (error) {
+      if (isFleetError(error)) return refusalOf(error, call);
+      throw error;
+    }
+    if (cancelled.signal.aborted && !isFinalStatus(view.status)) {
+      let after: CallView;
+      try {
+        after = await calls.cancel(id, cx.caller);
+        cx.log.info({ callId: id, tool: name, status: after.status }, 'MCP request cancelled; fleet call cancelled');
+      } finally {
+        // The client stopped waiting for this request: end its stream with no answer (the SDK sends none for an aborted request).
+        await closeRequest();
+      }
+      return after.result === undefined ? { content: [{ type: 'text', text: `call ${id} was cancelled` }], isError: true } : toCallToolResult(after.result, after);
+    }
+    await report(view);
+    if (view.result === undefined) return { content: [{ type: 'text', text: `call ${id} ended ${view.status} without a result` }], isError: true };
+    return toCallToolResult(view.result, view);
+  } finally {
+    unregister();
+    extra.signal.removeEventListener('abort', onAbort);
+  }
+}
+
+/** An MCP server for one HTTP request (stateless mode): it lists and calls tools as `cx.caller`. */
+function serverFor(cx: Context): Server {
+  const server = new Server(
+    { name: 'forge-fleet', version: cx.version },
+    {
+      capabilities: { tools: { listChanged: false } },
+      instructions: 'Forge Fleet runs these tools on isolated worker tiers. A result with isError: true is an error you can act on (its text says what failed).',
+    },
+  );
+  server.onerror = (err) => cx.log.warn({ err }, 'MCP protocol error');
+  server.setRequestHandler(ListToolsRequestSchema, (request) => {
+    cx.deps.audit.listed(cx.caller, 'POST /mcp tools/list');
+    return listPage(cx.caller.scope.scope.filter(cx.deps.catalog.list()), request.params?.cursor, cx.pageSize);
+  });
+  server.setRequestHandler(CallToolRequestSchema, (request, extra) => callTool(cx, request, extra, () => server.close()));
+  // Replaces the SDK's own handler, which only knows the requests of this one-request server.
+  server.setNotificationHandler(CancelledNotificationSchema, (notification) => {
+    const { requestId, reason } = notification.params;
+    if (requestId !== undefined) cx.inFlight.cancel(cx.client, requestId, reason);
+  });
+  return server;
+}
+
+/** A JSON-RPC error body for requests the stateless transport does not serve (-32000: the server-error range, as the SDK's examples answer). */
+const notAllowed = { jsonrpc: '2.0', error: { code: -32000, message: 'Method not allowed: this MCP endpoint is stateless; send JSON-RPC messages with POST' }, id: null };
+
+/**
+ * `/mcp`: the fleet as an MCP server over Streamable HTTP, stateless — each
+ * POST is authenticated with the dispatcher's bearer tokens and served by its
+ * own server and transport. There are no sessions, so GET (a standalone
+ * notification stream) and DELETE (ending a session) answer 405.
+ */
+export function mcpRoutes(deps: McpDeps, options: McpOptions = {}) {
+  const inFlight = new InFlightCalls();
+  const pageSize = options.pageSize ?? DEFAULT_PAGE_SIZE;
+  const version = dispatcherVersion();
+  return (app: FastifyInstance): void => {
+    app.post('/mcp', async (request, reply) => {
+      // Refused here, before the transport: a 401 with the usual error body (and an audit entry).
+      const caller = await deps.auth.caller(request.headers);
+      const cx: Context = { deps, caller, client: InFlightCalls.clientOf(request.headers), inFlight, pageSize, log: request.log, version };
+      const server = serverFor(cx);
+      // Stateless: no `sessionIdGenerator` (the SDK's `sessionIdGenerator: undefined`, which exactOptionalPropertyTypes spells by omission).
+      const transport = new StreamableHTTPServerTransport({});
+      await server.connect(transport);
+      // Once the answer is written, or the client has gone: a call still running then is cancelled (see callTool).
+      reply.raw.once('close', () => {
+        server.close().catch((err: unknown) => request.log.warn({ err }, 'closing an MCP server failed'));
+      });
+      void reply.hijack();
+      try {
+        await transport.handleRequest(request.raw, reply.raw, request.body);
+      } catch (err) {
+        request.log.error({ err }, 'MCP request failed');
+        if (!reply.raw.headersSent) reply.raw.writeHead(500, { 'content-type': 'application/json' });
+        reply.raw.end(JSON.stringify({ jsonrpc: '2.0', error: { code: ErrorCode.InternalError, message: 'internal error' }, id: null }));
+      }
+    });
+    for (const method of ['GET', 'DELETE'] as const) {
+      app.route({ method, url: '/mcp', handler: (_request, reply) => reply.status(405).header('allow', 'POST').send(notAllowed) });
+    }
+  };
+}
