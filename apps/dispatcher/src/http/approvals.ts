@@ -1,31 +1,26 @@
-import { ApprovalDecisionRequest, BadRequestError, ToolCallId } from '@forge-fleet/shared';
+import { ApprovalDecisionRequest, ToolCallId } from '@forge-fleet/shared';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { ApprovalService } from '../approvals/approval-service.js';
 import type { Authenticator } from '../auth/authenticator.js';
+import { parseRequest } from './errors.js';
 
 /** `GET /v1/approvals` query (also described by openapi.ts). */
 export const ApprovalListQuery = z.strictObject({ limit: z.coerce.number().int().min(1).max(1000).default(100) });
-
-function parse<S extends z.ZodType>(schema: S, value: unknown, what: string): z.output<S> {
-  const r = schema.safeParse(value);
-  if (!r.success) throw new BadRequestError(`${what}: ${r.error.issues.map((i) => `${i.path.join('.') || what}: ${i.message}`).join('; ')}`);
-  return r.data;
-}
 
 /** `/v1/approvals`: calls waiting for a person, and their decisions (approver or admin tokens). */
 export function approvalRoutes(approvals: ApprovalService, auth: Authenticator) {
   return (app: FastifyInstance): void => {
     app.get('/v1/approvals', async (request) => {
       const caller = await auth.caller(request.headers);
-      const { limit } = parse(ApprovalListQuery, request.query, 'query');
+      const { limit } = parseRequest(ApprovalListQuery, request.query, 'query');
       return approvals.list(caller, limit);
     });
 
     app.post<{ Params: { id: string } }>('/v1/approvals/:id', async (request, reply) => {
       const caller = await auth.caller(request.headers);
-      const id = parse(ToolCallId, request.params.id, 'call id');
-      const decision = parse(ApprovalDecisionRequest, request.body, 'body');
+      const id = parseRequest(ToolCallId, request.params.id, 'call id');
+      const decision = parseRequest(ApprovalDecisionRequest, request.body, 'body');
       const view = await approvals.decide(id, decision, caller);
       return reply.status(view.status === 'queued' ? 202 : 200).send(view);
     });

@@ -3,6 +3,7 @@ import type { AuditReader } from '@forge-fleet/store';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { type Authenticator, requireRole } from '../auth/authenticator.js';
+import { parseRequest } from './errors.js';
 
 /** Most entries one `GET /v1/audit` answers with. */
 export const MAX_AUDIT_LIMIT = 1000;
@@ -35,9 +36,7 @@ export function auditRoutes(reader: AuditReader, auth: Authenticator) {
     app.get('/v1/audit', async (request) => {
       const caller = await auth.caller(request.headers);
       requireRole(caller, 'read the audit stream', ['admin']);
-      const parsed = AuditQuery.safeParse(request.query);
-      if (!parsed.success) throw new BadRequestError(`query: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'query'}: ${i.message}`).join('; ')}`);
-      const q = parsed.data;
+      const q = parseRequest(AuditQuery, request.query, 'query');
       if (q.since !== undefined && q.until !== undefined && q.since > q.until) throw new BadRequestError('query: since is after until');
       try {
         return { entries: await reader.query(q) };

@@ -1,7 +1,6 @@
 import { setMaxListeners } from 'node:events';
 import { PassThrough } from 'node:stream';
 import {
-  BadRequestError,
   type CallView,
   InternalError,
   isFinalStatus,
@@ -15,23 +14,12 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { type Authenticator, type Caller, requireRole } from '../auth/authenticator.js';
 import type { CallService } from '../pipeline/call-service.js';
-import { errorBody } from './errors.js';
+import { badRequest, errorBody, parseRequest } from './errors.js';
 
 /** `?wait=<ms>`: how long a request holds out for the call to end (also described by openapi.ts). */
 export const WaitQuery = z.object({
   wait: z.coerce.number().int().min(0).max(MAX_WAIT_MS, `wait is at most ${MAX_WAIT_MS} ms`).default(0),
 });
-
-/** A zod failure as one line a client can act on: `what: field: problem; …`. */
-function badRequest(what: string, error: z.ZodError): BadRequestError {
-  return new BadRequestError(`${what}: ${error.issues.map((i) => `${i.path.join('.') || what}: ${i.message}`).join('; ')}`);
-}
-
-function parse<S extends z.ZodType>(schema: S, value: unknown, what: string): z.output<S> {
-  const r = schema.safeParse(value);
-  if (!r.success) throw badRequest(what, r.error);
-  return r.data;
-}
 
 /** The caller of a call route: authenticated, and in a role that may call tools. */
 async function callerOf(request: FastifyRequest, auth: Authenticator): Promise<Caller> {
@@ -60,8 +48,8 @@ export function callRoutes(calls: CallService, auth: Authenticator) {
   return (app: FastifyInstance): void => {
     app.post('/v1/calls', async (request, reply) => {
       const caller = await callerOf(request, auth);
-      const { wait } = parse(WaitQuery, request.query, 'query');
-      const body = parse(SubmitCallRequest, request.body, 'body');
+      const { wait } = parseRequest(WaitQuery, request.query, 'query');
+      const body = parseRequest(SubmitCallRequest, request.body, 'body');
       const view = await calls.submit(body, caller, wait, clientGone(request, reply));
       return reply.status(statusOf(view)).send(view);
     });
@@ -70,8 +58,8 @@ export function callRoutes(calls: CallService, auth: Authenticator) {
     // so a slow call never holds back a fast one. Clients batch the calls they make at the same moment.
     app.post('/v1/calls/batch', async (request, reply) => {
       const caller = await callerOf(request, auth);
-      const { wait } = parse(WaitQuery, request.query, 'query');
-      const { calls: items } = parse(SubmitBatchRequest, request.body, 'body');
+      const { wait } = parseRequest(WaitQuery, request.query, 'query');
+      const { calls: items } = parseRequest(SubmitBatchRequest, request.body, 'body');
       const signal = clientGone(request, reply);
       // Every call of the batch waits on this one signal; that is expected, not a leak.
       setMaxListeners(items.length + 10, signal);
@@ -99,15 +87,15 @@ export function callRoutes(calls: CallService, auth: Authenticator) {
 
     app.get<{ Params: { id: string } }>('/v1/calls/:id', async (request, reply) => {
       const caller = await callerOf(request, auth);
-      const id = parse(ToolCallId, request.params.id, 'call id');
-      const { wait } = parse(WaitQuery, request.query, 'query');
+      const id = parseRequest(ToolCallId, request.params.id, 'call id');
+      const { wait } = parseRequest(WaitQuery, request.query, 'query');
       const view = await calls.get(id, wait, caller, clientGone(request, reply));
       return reply.status(statusOf(view)).send(view);
     });
 
     app.post<{ Params: { id: string } }>('/v1/calls/:id/cancel', async (request, reply) => {
       const caller = await callerOf(request, auth);
-      const id = parse(ToolCallId, request.params.id, 'call id');
+      const id = parseRequest(ToolCallId, request.params.id, 'call id');
       return reply.status(200).send(await calls.cancel(id, caller));
     });
   };

@@ -1,7 +1,7 @@
 import { BadRequestError, type FleetError, InternalError, isFleetError, PayloadTooLargeError, RouteNotFoundError, toWireError } from '@forge-fleet/shared';
 import type { FastifyError, FastifyInstance } from 'fastify';
 import type { DecisionAudit } from '../audit/decisions.js';
-import { ZodError } from 'zod';
+import { type output, ZodError, type ZodType } from 'zod';
 
 /** The body of every error answer: `{ error: { code, message, …details } }`. */
 export function errorBody(error: FleetError): { error: Record<string, unknown> } {
@@ -9,10 +9,27 @@ export function errorBody(error: FleetError): { error: Record<string, unknown> }
   return { error: { ...wire.details, code: wire.code, message: wire.message, retryable: wire.retryable } };
 }
 
+/** A zod failure's issues as one line a client can act on: `field: problem; …` (`fallback` names the whole value). */
+export function zodIssues(error: ZodError, fallback: string): string {
+  return error.issues.map((i) => `${i.path.join('.') || fallback}: ${i.message}`).join('; ');
+}
+
+/** A zod failure of one part of a request (`body`, `query`…) as BAD_REQUEST: `what: field: problem; …`. */
+export function badRequest(what: string, error: ZodError): BadRequestError {
+  return new BadRequestError(`${what}: ${zodIssues(error, what)}`);
+}
+
+/** Checks one part of a request against its schema. @throws BadRequestError naming each problem. */
+export function parseRequest<S extends ZodType>(schema: S, value: unknown, what: string): output<S> {
+  const r = schema.safeParse(value);
+  if (!r.success) throw badRequest(what, r.error);
+  return r.data;
+}
+
 /** Turns what fastify itself raises (bad JSON, body too large…) into our codes. */
 function fromFastify(error: FastifyError, bodyLimit: number): FleetError {
   if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || error.statusCode === 413) return new PayloadTooLargeError(bodyLimit);
-  if (error instanceof ZodError) return new BadRequestError(error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '));
+  if (error instanceof ZodError) return new BadRequestError(zodIssues(error, 'body'));
   if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) return new BadRequestError(error.message);
   return new InternalError(error.message, { cause: error });
 }
