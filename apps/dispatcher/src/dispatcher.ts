@@ -88,7 +88,7 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
     risk: new RedisRiskSignalQueue(redis, keys, (err) => log.error({ err }, 'risk signal write failed')),
     log,
   });
-  const approvals = new ApprovalService({ redis, keys, store, queues, signer, catalog, audit, log });
+  const approvals = new ApprovalService({ store, queues, signer, catalog, audit, log });
   catalog.onLanes = (lanes) => inbox.lanes(lanes);
   await catalog.start({ subscriber, channel: keys.catalogChannel });
   inbox.start();

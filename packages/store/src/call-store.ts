@@ -1,6 +1,6 @@
 import { CallEnvelope, type CallStatus, CallStatus as CallStatusSchema, type CallView, type FleetKeys, ToolResult } from '@forge-fleet/shared';
 import type { Redis } from 'ioredis';
-import { REPLY_LIST_TTL_MS } from './replies.js';
+import { publishReply, REPLY_LIST_TTL_MS } from './replies.js';
 import { APPROVE_CALL, CANCEL_CALL, CREATE_CALL, FINISH_CALL, luaScript, REQUEUE_CALL, START_CALL, VOID_CALL, WATCH_CALL } from './scripts.js';
 
 /** A call's record in Redis. */
@@ -207,6 +207,18 @@ export class CallStore {
     }
     const targets = await this.#finish(keys, args);
     return targets === null ? undefined : targets;
+  }
+
+  /**
+   * Ends a call from outside its worker (an expiry, a denial, a failed
+   * enqueue) and tells every dispatcher waiting for it.
+   * @returns false when the call had already ended (or was not in `onlyFrom`): nothing was written or sent.
+   */
+  async end(lane: string, id: string, status: CallStatus, result: ToolResult, options: { onlyFrom?: CallStatus } = {}): Promise<boolean> {
+    const targets = await this.finish(lane, id, status, result, options);
+    if (targets === undefined) return false;
+    await publishReply(this.#redis, this.#keys, lane, targets, { v: 1, id, status, result });
+    return true;
   }
 
   /** Puts a running call back to queued before BullMQ retries it. */

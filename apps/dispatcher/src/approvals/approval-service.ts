@@ -6,15 +6,13 @@ import {
   type CallView,
   errorResult,
   ExpiredError,
-  type FleetKeys,
   InternalError,
   NotAwaitingApprovalError,
   type PendingApproval,
   ToolNotFoundError,
   validateArguments,
 } from '@forge-fleet/shared';
-import { type CallRecord, type CallStore, publishReply, type TierQueues } from '@forge-fleet/store';
-import type { Redis } from 'ioredis';
+import type { CallRecord, CallStore, TierQueues } from '@forge-fleet/store';
 import type { Logger } from 'pino';
 import { type Caller, requireRole } from '../auth/authenticator.js';
 import type { DecisionAudit } from '../audit/decisions.js';
@@ -22,8 +20,6 @@ import type { CatalogView } from '../catalog/catalog-view.js';
 import type { CallSigner } from '../signing/call-signer.js';
 
 export interface ApprovalServiceDeps {
-  readonly redis: Redis;
-  readonly keys: FleetKeys;
   readonly store: CallStore;
   readonly queues: TierQueues;
   readonly signer: CallSigner;
@@ -107,10 +103,8 @@ export class ApprovalService {
     if (request.decision === 'deny') {
       const reason = request.reason ?? 'denied by a person';
       const result = errorResult(record.envelope.call, new ApprovalDeniedError(record.name, `${reason} (decided by ${by})`));
-      const targets = await d.store.finish(record.lane, id, 'failed', result, { onlyFrom: 'awaiting_approval' });
-      if (targets === undefined) throw new NotAwaitingApprovalError(id, 'decided', 'another decision got there first');
+      if (!(await d.store.end(record.lane, id, 'failed', result, { onlyFrom: 'awaiting_approval' }))) throw new NotAwaitingApprovalError(id, 'decided', 'another decision got there first');
       await d.store.unindexApproval(id);
-      await publishReply(d.redis, d.keys, record.lane, targets, { v: 1, id, status: 'failed', result });
       this.#audit(record, by, { decision: 'rejected', category: 'denied', code: 'APPROVAL_DENIED', reason, arguments: original });
       return { id, status: 'failed', result };
     }
@@ -138,8 +132,7 @@ export class ApprovalService {
     } catch (error) {
       // Approved but not enqueued: end it rather than leave it queued for a run that cannot come.
       const failed = errorResult(envelope.call, new InternalError(`the approved call could not be enqueued: ${error instanceof Error ? error.message : String(error)}`, { cause: error }));
-      const targets = await d.store.finish(record.lane, id, 'failed', failed, { onlyFrom: 'queued' });
-      if (targets !== undefined) await publishReply(d.redis, d.keys, record.lane, targets, { v: 1, id, status: 'failed', result: failed });
+      await d.store.end(record.lane, id, 'failed', failed, { onlyFrom: 'queued' });
       throw error;
     }
     this.#audit(record, by, { decision, arguments: original, ...(decision === 'modified' ? { editedArguments: args } : {}), ...(request.reason === undefined ? {} : { reason: request.reason }) });
@@ -164,10 +157,9 @@ export class ApprovalService {
     const d = this.d;
     const deadline = record.approvalDeadline ?? Date.now();
     const result = errorResult({ id: record.id, name: record.name }, new ExpiredError(record.name, deadline));
-    const targets = await d.store.finish(record.lane, record.id, 'failed', result, { onlyFrom: 'awaiting_approval' });
+    const ended = await d.store.end(record.lane, record.id, 'failed', result, { onlyFrom: 'awaiting_approval' });
     await d.store.unindexApproval(record.id);
-    if (targets === undefined) return false;
-    await publishReply(d.redis, d.keys, record.lane, targets, { v: 1, id: record.id, status: 'failed', result });
+    if (!ended) return false;
     d.audit.write({ decision: 'failed', code: 'EXPIRED', callId: record.id, tool: record.name, reason: 'no person decided before the approval deadline', ...(record.envelope?.caller === undefined ? {} : { caller: record.envelope.caller }) });
     return true;
   }

@@ -266,10 +266,8 @@ export class CallService {
   async #expireIfDue(record: CallRecord): Promise<CallView | undefined> {
     if (record.status !== 'queued' || record.deadline === undefined || Date.now() <= record.deadline) return undefined;
     const result = errorResult({ id: record.id, name: record.name }, new ExpiredError(record.name, record.deadline));
-    const targets = await this.d.store.finish(record.lane, record.id, 'failed', result, { onlyFrom: 'queued' });
-    if (targets === undefined) return undefined;
+    if (!(await this.d.store.end(record.lane, record.id, 'failed', result, { onlyFrom: 'queued' }))) return undefined;
     this.d.audit.write({ decision: 'failed', code: 'EXPIRED', callId: record.id, tool: record.name, ...(record.envelope?.caller === undefined ? {} : { caller: record.envelope.caller }) });
-    await publishReply(this.d.redis, this.d.keys, record.lane, targets, { v: 1, id: record.id, status: 'failed', result });
     return { id: record.id, status: 'failed', result };
   }
 }
