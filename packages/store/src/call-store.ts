@@ -55,7 +55,7 @@ export interface NewCall {
  * carries the call (see TierQueues.submit).
  */
 export function createCallArgs(call: NewCall, retentionMs: number): (string | number)[] {
-  const args: (string | number)[] = [retentionMs, call.lane, 'status', call.status, 'name', call.name, 'replyTo', call.replyTo, 'envelope', JSON.stringify(call.envelope), 'createdAt', Date.now(), 'starts', 0];
+  const args: (string | number)[] = [retentionMs, call.lane, 'status', call.status, 'name', call.name, 'replyTo', call.replyTo, 'envelope', JSON.stringify(call.envelope), 'createdAt', call.envelope.enqueuedAt, 'starts', 0];
   if (call.envelope.token !== undefined) args.push('token', call.envelope.token);
   if (call.envelope.deadline !== undefined) args.push('deadline', call.envelope.deadline);
   if (call.reason !== undefined) args.push('reason', call.reason);

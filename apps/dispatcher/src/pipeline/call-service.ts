@@ -134,7 +134,8 @@ export class CallService {
     };
     if (admission.status === 'awaiting_approval') {
       // Nothing is enqueued and no worker slot is held: the record waits for a person (see approvals/).
-      const approvalDeadline = Date.now() + d.approvalDeadlineFor(call.name);
+      // From the same instant as the record's createdAt (the envelope's enqueuedAt), so the two agree to the millisecond.
+      const approvalDeadline = now + d.approvalDeadlineFor(call.name);
       const listeningForDecision = waitMs > 0 ? d.inbox.listen(call.id, waitMs, signal) : undefined;
       // The index entry goes in the same write as the record (same connection, same turn), so the deadline sweep sees it.
       void d.store.indexApproval(call.id, approvalDeadline).catch((err: unknown) => log.error({ err }, 'could not index a call awaiting approval'));
