@@ -1,5 +1,4 @@
-import { readFileSync } from 'node:fs';
-import { ConfigInvalidError, envInt, FleetEnv, parseConfig } from '@forge-fleet/shared';
+import { envInt, FleetEnv, parseConfig, textFromEnv } from '@forge-fleet/shared';
 import { z } from 'zod';
 
 
@@ -91,11 +90,6 @@ export function parseDispatcherEnv(env: NodeJS.ProcessEnv): Readonly<DispatcherE
 
 /** The token public key's PEM text, from the variable or its file. */
 export function tokenPublicKeyPem(env: Readonly<DispatcherEnv>): string | undefined {
-  if (env.FORGE_TOKEN_PUBLIC_KEY !== undefined && env.FORGE_TOKEN_PUBLIC_KEY !== '') return env.FORGE_TOKEN_PUBLIC_KEY;
-  if (env.FORGE_TOKEN_PUBLIC_KEY_FILE === undefined || env.FORGE_TOKEN_PUBLIC_KEY_FILE === '') return undefined;
-  try {
-    return readFileSync(env.FORGE_TOKEN_PUBLIC_KEY_FILE, 'utf8');
-  } catch (error) {
-    throw new ConfigInvalidError('dispatcher environment', [`FORGE_TOKEN_PUBLIC_KEY_FILE: cannot read ${env.FORGE_TOKEN_PUBLIC_KEY_FILE}: ${error instanceof Error ? error.message : String(error)}`], { cause: error });
-  }
+  const { FORGE_TOKEN_PUBLIC_KEY, FORGE_TOKEN_PUBLIC_KEY_FILE } = env;
+  return textFromEnv({ FORGE_TOKEN_PUBLIC_KEY, FORGE_TOKEN_PUBLIC_KEY_FILE }, 'FORGE_TOKEN_PUBLIC_KEY', 'dispatcher environment');
 }

@@ -94,7 +94,7 @@ export { queueName, laneOf, fleetKeys, DEFAULT_FLEET_PREFIX, FLEET_PREFIX_PATTER
 
 // config
 export { parseConfig, RedisUrl, FleetEnv, envInt } from './config/parse.js';
-export { secretFromEnv } from './config/secrets.js';
+export { secretFromEnv, textFromEnv } from './config/secrets.js';
 export { Role, TokenClaims, type MintOptions, mintToken, generateTokenKeys, TokenVerifier, DEFAULT_TOKEN_AUDIENCE } from './auth/tokens.js';
 
 // process
