@@ -46,6 +46,7 @@ const layout = (prefix) => ({
   audit: `${prefix}:{${prefix}.audit}`,
   catalogChannel: `${prefix}:catalog-changed`,
   cancelChannel: (lane) => `${prefix}:cancel:${lane}`,
+  mcpCancelChannel: `${prefix}:mcp-cancel`,
 });
 
 /**
@@ -132,7 +133,7 @@ function fleetUsers({ prefix, hostPools, admin }) {
       queues: allQueues.map(({ tier, pool }) => queueName(prefix, tier, pool)),
       commands: uniqueSorted([...queueUser, ...FLEET.dispatcher]),
       keys: [...allQueues.map(({ tier, pool }) => `~${k.queueKeys(tier, pool)}`), `~${k.callKeys('*')}`, `~${k.laneIndex}`, `~${k.replyKeys('*')}`, `%R~${k.catalogKeys}`, `%W~${k.audit}`],
-      channels: [k.catalogChannel, k.cancelChannel('*')],
+      channels: [k.catalogChannel, k.cancelChannel('*'), k.mcpCancelChannel],
     },
     ...allQueues.map(({ tier, pool }) => ({
       role: pool === undefined ? `worker-${tier}` : `worker-${tier}-${pool}`,

@@ -31,15 +31,23 @@ const textOf = (result: object): string => {
 describe('the fleet as an MCP server (official client, Streamable HTTP)', () => {
   const fleet = new TestFleet();
   let dispatcher: FleetProcess & { url: string };
+  /** A second dispatcher of the same fleet, as behind a load balancer. */
+  let other: FleetProcess & { url: string };
   let token: string;
+  let approver: FleetClient;
   let redis: Redis;
   let rest: FleetClient;
   const clients: Client[] = [];
   const started = async (id: string) => (await redis.blpop(`${fleet.prefix}:test:started:{${id}}`, 10))?.[1];
 
-  async function connect(bearer: string): Promise<Client> {
+  /** With `route`, each POST goes where it says (a load balancer's choice), whatever URL the transport holds. */
+  async function connect(bearer: string, route?: (body: string) => string): Promise<Client> {
     const client = new Client({ name: 'forge-fleet-tests', version: '0.0.0' });
-    const transport = new StreamableHTTPClientTransport(new URL(`${dispatcher.url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${bearer}` } } });
+    const routed: typeof fetch = (input, init) => {
+      const body = typeof init?.body === 'string' ? init.body : '';
+      return fetch(route === undefined ? input : `${route(body)}/mcp`, init);
+    };
+    const transport = new StreamableHTTPClientTransport(new URL(`${dispatcher.url}/mcp`), { fetch: routed, requestInit: { headers: { authorization: `Bearer ${bearer}` } } });
     await client.connect(transport);
     clients.push(client);
     return client;
@@ -61,14 +69,15 @@ describe('the fleet as an MCP server (official client, Streamable HTTP)', () => 
   beforeAll(async () => {
     redis = new Redis(redisUrl());
     await Promise.all([fleet.worker({ tier: 'platform' }), fleet.worker({ tier: 'host' })]);
-    dispatcher = await fleet.dispatcher({ FORGE_DEV_MODE: '0' });
+    [dispatcher, other] = await Promise.all([fleet.dispatcher({ FORGE_DEV_MODE: '0' }), fleet.dispatcher({ FORGE_DEV_MODE: '0' })]);
     token = await fleet.token({ subject: 'mcp-tests', grants: ['host_echo'] });
     rest = new FleetClient({ url: dispatcher.url, token });
+    approver = new FleetClient({ url: other.url, token: await fleet.token({ subject: 'alice', role: 'approver' }) });
   });
 
   afterAll(async () => {
     await Promise.all(clients.map((c) => c.close()));
-    await rest?.close();
+    await Promise.all([rest?.close(), approver?.close()]);
     redis?.disconnect();
     await fleet.stopAll();
   });
@@ -165,7 +174,75 @@ describe('the fleet as an MCP server (official client, Streamable HTTP)', () => 
     expect(messages[0]).toBe('queued');
     expect(messages.at(-1)).toBe('completed');
     for (const message of messages.slice(1, -1)) expect(['queued', 'running']).toContain(message);
-    expect(seen.map((p) => p.progress)).toEqual(seen.map((_p, i) => i + 1));
+    expect(seen.map((p) => p.progress)).toEqual(seen.map((_p, i) => i));
+  });
+
+  it("forwards the tool's own progress reports as notifications, in order and always increasing", async () => {
+    const client = await connect(token);
+    const id = `mcp-progress-${randomUUID()}`;
+    const seen: Progress[] = [];
+    // Each report lets the tool go on to its next step, so every report is observed before the next is made.
+    const onprogress = (p: Progress): void => {
+      seen.push(p);
+      if (p.message?.startsWith('step ') === true) void redis.lpush(`${fleet.prefix}:test:release:{${id}}`, '1');
+    };
+    const result = await client.callTool({ name: 'stepped', arguments: { steps: 3 }, _meta: { [CALL_ID]: id } }, undefined, { onprogress });
+    expect(result.isError).toBe(false);
+    expect(result.structuredContent).toEqual({ steps: 3 });
+    const steps = seen.filter((p) => p.message?.startsWith('step ') === true);
+    expect(steps.map((p) => p.message)).toEqual(['step 1', 'step 2', 'step 3']);
+    expect(seen[0]?.message).toBe('queued');
+    // The tool's numbers, shifted past the status notices sent before its first report; the last step is the whole.
+    const last = steps.at(-1)!;
+    expect(last.progress).toBe(last.total);
+    expect(steps.map((p) => p.total)).toEqual([last.total, last.total, last.total]);
+    expect(steps[1]!.progress - steps[0]!.progress).toBe(1);
+    const values = seen.map((p) => p.progress);
+    expect(values).toEqual([...values].sort((a, b) => a - b));
+    expect(new Set(values).size).toBe(values.length);
+  });
+
+  it('holds a call that needs a person until an approver (on another dispatcher) decides, then answers with the outcome', async () => {
+    const client = await connect(token);
+    const [approved, denied] = [`mcp-approve-${randomUUID()}`, `mcp-deny-${randomUUID()}`];
+    const seen: Progress[] = [];
+    const call = (id: string, text: string) => client.callTool({ name: 'confirm_echo', arguments: { text }, _meta: { [CALL_ID]: id } }, undefined, { onprogress: (p) => seen.push(p) });
+    const [first, second] = [call(approved, 'ship it'), call(denied, 'drop it')];
+    const pending = async (id: string) => {
+      for (;;) {
+        const found = (await approver.approvals()).find((a) => a.id === id);
+        if (found !== undefined) return found;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    };
+    expect(await pending(approved)).toMatchObject({ tool: 'confirm_echo', arguments: { text: 'ship it' } });
+    await pending(denied);
+    expect(seen.map((p) => p.message)).toContain('awaiting_approval');
+    await approver.decide(approved, { decision: 'approve' });
+    await approver.decide(denied, { decision: 'deny', reason: 'not today' });
+    const ok = await first;
+    expect(ok.isError).toBe(false);
+    expect(ok.structuredContent).toMatchObject({ echo: 'ship it', runs: 1 });
+    const refused = await second;
+    expect(refused.isError).toBe(true);
+    expect(textOf(refused)).toContain('not today');
+    expect(refused._meta?.['forge-fleet/error']).toMatchObject({ code: 'APPROVAL_DENIED' });
+  });
+
+  it('cancels the fleet call when the cancellation reaches another dispatcher than the one holding the request', async () => {
+    // The load balancer sends the call to one dispatcher and the cancellation to the other.
+    const client = await connect(token, (body) => (body.includes('notifications/cancelled') ? other.url : dispatcher.url));
+    const id = `mcp-cancel-elsewhere-${randomUUID()}`;
+    const controller = new AbortController();
+    const rejected = client.callTool({ name: 'block', arguments: {}, _meta: { [CALL_ID]: id } }, undefined, { signal: controller.signal }).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(await started(id)).toBeDefined();
+    controller.abort('the test gave up');
+    expect(await rejected).toBeDefined();
+    expect((await rest.get(id, { waitMs: 10_000 })).status).toBe('cancelled');
+    expect(await redis.get(`${fleet.prefix}:test:aborted:{${id}}`)).toContain('cancelled');
   });
 
   it('answers a bare POST of tools/list, refuses one without a token (401), and serves no GET stream (405)', async () => {

@@ -151,6 +151,9 @@ describe('the ACL generator', () => {
     expect(matches(byRole.get('dispatcher'), keys.audit)).toBe(true);
     expect(worker?.channels).toEqual(expect.arrayContaining([keys.cancelChannel('platform'), keys.catalogChannel]));
     expect(worker?.channels).not.toContain(keys.cancelChannel('host'));
+    // MCP cancellations relayed between dispatchers carry client keys: dispatchers only.
+    expect(byRole.get('dispatcher')?.channels).toContain(keys.mcpCancelChannel);
+    expect(worker?.channels).not.toContain(keys.mcpCancelChannel);
   });
 
   it('keeps the committed infra/redis/fleet.acl in step with the generator', () => {

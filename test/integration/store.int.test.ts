@@ -109,6 +109,28 @@ describe('CallStore (Lua transitions on a real Redis)', () => {
     expect(await store.start(L, id, 'w')).toEqual({ outcome: 'started', starts: 2 });
   });
 
+  it('keeps progress only from the worker running the call, names who to tell, and clears it for a retry', async () => {
+    const id = randomUUID();
+    await create(id);
+    const progress = { progress: 1, total: 2, message: 'half', at: Date.now() };
+    // Not started: nobody may report on it.
+    expect(await store.progress(L, id, 'w1', progress)).toBeUndefined();
+    await store.start(L, id, 'w1');
+    await store.watch(id, 'd2');
+    expect(await store.progress(L, id, 'w2', progress)).toBeUndefined();
+    expect(await store.progress(L, id, 'w1', progress)).toEqual(['d1', 'd2']);
+    expect((await store.get(id))?.progress).toEqual(progress);
+    expect(await store.requeue(L, id)).toBe(true);
+    expect((await store.get(id))?.progress).toBeUndefined();
+    await store.start(L, id, 'w1');
+    await store.progress(L, id, 'w1', progress);
+    // A worker lost mid-call: the run that takes over starts with none.
+    expect((await store.start(L, id, 'w3')).outcome).toBe('redelivered');
+    expect((await store.get(id))?.progress).toBeUndefined();
+    await store.finish(L, id, 'completed', result(id));
+    expect(await store.progress(L, id, 'w3', progress)).toBeUndefined();
+  });
+
   it('skips a job whose submission token is not the record\'s', async () => {
     const id = randomUUID();
     await create(id, { token: 'first' });
@@ -174,6 +196,17 @@ describe('reply lists', () => {
       expect(await hostWaiting).toMatchObject({ id: fromHost, status: 'completed' });
       expect(await other).toBeUndefined();
       expect(inbox.waiting).toBe(0);
+      // Progress goes to the call's progress listeners and resolves no waiter.
+      const running = randomUUID();
+      const stillWaiting = inbox.wait(running, 5000);
+      const heard: unknown[] = [];
+      const unsubscribe = inbox.onProgress(running, (p) => heard.push(p));
+      const progress = { progress: 2, total: 4, at: 1 };
+      await publishReply(redis, keys, L, ['d-inbox'], { v: 1, id: running, progress });
+      await publishReply(redis, keys, L, ['d-inbox'], { v: 1, id: running, status: 'completed', result: result(running) });
+      expect(await stillWaiting).toMatchObject({ status: 'completed' });
+      expect(heard).toEqual([progress]);
+      unsubscribe();
     } finally {
       await inbox.stop();
     }

@@ -14,6 +14,7 @@ import { registerErrorHandling } from './http/errors.js';
 import { healthRoutes } from './http/health.js';
 import { openapiRoutes } from './http/openapi.js';
 import { toolRoutes } from './http/tools.js';
+import type { McpCancelBus } from './mcp/cancel-bus.js';
 import { mcpRoutes } from './mcp/mcp-routes.js';
 import type { CallService } from './pipeline/call-service.js';
 
@@ -31,6 +32,8 @@ export interface AppDeps {
   readonly audit: DecisionAudit;
   /** Reads the audit stream for `GET /v1/audit`. */
   readonly auditReader: AuditReader;
+  /** Relays MCP cancellations between dispatchers; without it, a cancellation reaches only calls held in this process. */
+  readonly mcpCancelBus?: McpCancelBus | undefined;
   /** True once the dispatcher is shutting down: answers then close their connections. */
   readonly closing?: () => boolean;
 }
@@ -65,7 +68,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   void app.register(approvalRoutes(deps.approvals, deps.auth));
   void app.register(policyRoutes(deps.policy, deps.auth));
   void app.register(auditRoutes(deps.auditReader, deps.auth));
-  void app.register(mcpRoutes(deps));
+  void app.register(mcpRoutes({ ...deps, cancelBus: deps.mcpCancelBus }));
   void app.register(openapiRoutes());
   return app;
 }

@@ -10,6 +10,7 @@ import { DecisionAudit } from './audit/decisions.js';
 import { Authenticator } from './auth/authenticator.js';
 import { CatalogView } from './catalog/catalog-view.js';
 import { type ArgumentLimits, DEFAULT_ARGUMENT_LIMITS } from './limits/arguments.js';
+import { RedisMcpCancelBus } from './mcp/cancel-bus.js';
 import { CallService } from './pipeline/call-service.js';
 import { CallSigner } from './signing/call-signer.js';
 import { ApprovalService } from './approvals/approval-service.js';
@@ -106,6 +107,7 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
     bodyLimit: o.bodyLimit,
     audit,
     auditReader: new AuditReader(auditConnection ?? redis, keys),
+    mcpCancelBus: new RedisMcpCancelBus(redis, subscriber, keys.mcpCancelChannel, id, log),
   });
   let closed: Promise<void> | undefined;
   return {

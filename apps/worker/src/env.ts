@@ -13,6 +13,8 @@ export const WorkerEnv = FleetEnv.extend({
   FORGE_RETRY_BACKOFF_MS: envInt(200),
   /** Largest result a call may end with (bytes of JSON); larger ones end as RESOURCE_LIMIT. @defaultValue 1048576 */
   FORGE_MAX_RESULT_BYTES: envInt(1_048_576),
+  /** Shortest time between two progress reports of one call leaving the worker (newer ones replace waiting ones). @defaultValue 200 */
+  FORGE_PROGRESS_INTERVAL_MS: envInt(200),
   /**
    * Platform and Embedded handlers run in sandbox processes (docs/sandbox.md).
    * `off` runs them in the worker process: for development only, never for

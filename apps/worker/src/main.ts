@@ -73,6 +73,7 @@ runMain('forge-worker', async () => {
     id: args.id,
     callKey,
     maxResultBytes: env.FORGE_MAX_RESULT_BYTES,
+    progressIntervalMs: env.FORGE_PROGRESS_INTERVAL_MS,
     log,
   });
   try {

@@ -157,6 +157,13 @@ describe('sandbox: isolation', () => {
     expect(await sandboxed(sandbox, 'signal_parent', { pid: process.pid })).toMatchObject({ isError: true, content: expect.stringContaining('ESRCH') as string });
   });
 
+  it("carries a handler's progress reports out of the sandbox, before its result", async () => {
+    const heard: unknown[] = [];
+    const result = await sandboxed(sandbox, 'progress_once', {}, { onProgress: (p) => heard.push(p) });
+    expect(result).toMatchObject({ isError: false, content: 'done' });
+    expect(heard).toEqual([{ progress: 1, total: 2, message: 'half', at: expect.any(Number) as number }]);
+  });
+
   it('runs WebAssembly (Embedded-tier) handlers', async () => {
     expect(await sandboxed(sandbox, 'wasm_add', { a: 2, b: 40 })).toMatchObject({ isError: false, structuredContent: { sum: 42 } });
   });
@@ -170,6 +177,7 @@ describe('sandbox: isolation', () => {
     ['wasm_add', { a: -5, b: 3 }],
     ['fails', {}],
     ['fails_typed', {}],
+    ['progress_bad', {}],
   ] as const)('returns what the in-process run returns for %s', async (name, args) => {
     const options = { env: { A: 'b' }, attempt: 3 };
     expect(await sandboxed(sandbox, name, args, options)).toEqual(await inProcess(name, args, options));

@@ -54,6 +54,7 @@ export { classifyTier, requiresAuthorization, executionContextFor, type Executio
 // tools
 export { ToolName, ToolCallId, ToolCall, ToolResult } from './tools/call.js';
 export { ToolDefinition, PoolName, MAX_TIMEOUT_MS, parseToolDefinition, type ToolDefinitionInput } from './tools/definition.js';
+export { CallProgress, MAX_PROGRESS_MESSAGE, ProgressThrottle, progressOf, type ProgressUpdate } from './tools/progress.js';
 export { FnToolExecutor, resultFromOutput, type ToolExecutor, type ToolContext, type ToolHandler, type HandlerOutput } from './tools/executor.js';
 export { defineTool, ToolBuilder, type Tool } from './tools/tool.js';
 export { ToolRegistry, type RegisteredTool } from './tools/registry.js';
@@ -85,7 +86,8 @@ export { parseToolCalls, TOOL_CALL_FENCE, type ParsedModelText, type ParseOption
 // wire
 export { CallStatus, FINAL_STATUSES, isFinalStatus, CallView, SubmitCallRequest, SubmitBatchRequest, MAX_BATCH_CALLS, MAX_WAIT_MS } from './wire/call-view.js';
 export { PendingApproval, ApprovalList, ApprovalDecisionRequest, DEFAULT_APPROVAL_DEADLINE_MS } from './wire/approvals.js';
-export { CallEnvelope, CallBatch, ReplyMessage, CallSignature, ApprovalRecord } from './wire/envelope.js';
+export { QueueStats, QueueStatsList } from './wire/queues.js';
+export { CallEnvelope, CallBatch, ReplyMessage, ResultReply, ProgressReply, CallSignature, ApprovalRecord } from './wire/envelope.js';
 export { stableStringify } from './wire/stable-json.js';
 export { deriveQueueKey, signEnvelope, envelopeForgery, SIGNATURE_ALGORITHM, MIN_KEY_BYTES } from './signing/call-signature.js';
 

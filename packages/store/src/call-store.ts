@@ -1,7 +1,7 @@
-import { CallEnvelope, type CallStatus, CallStatus as CallStatusSchema, type CallView, type FleetKeys, ToolResult } from '@forge-fleet/shared';
+import { CallEnvelope, CallProgress, type CallStatus, CallStatus as CallStatusSchema, type CallView, type FleetKeys, ToolResult } from '@forge-fleet/shared';
 import type { Redis } from 'ioredis';
 import { publishReply, REPLY_LIST_TTL_MS } from './replies.js';
-import { APPROVE_CALL, CANCEL_CALL, CREATE_CALL, FINISH_CALL, luaScript, REQUEUE_CALL, START_CALL, VOID_CALL, WATCH_CALL } from './scripts.js';
+import { APPROVE_CALL, CANCEL_CALL, CREATE_CALL, FINISH_CALL, luaScript, PROGRESS_CALL, REQUEUE_CALL, START_CALL, VOID_CALL, WATCH_CALL } from './scripts.js';
 
 /** A call's record in Redis. */
 export interface CallRecord {
@@ -28,6 +28,8 @@ export interface CallRecord {
   readonly deadline: number | undefined;
   /** How many times a worker has started it. */
   readonly starts: number;
+  /** The tool's latest progress report. */
+  readonly progress: CallProgress | undefined;
 }
 
 /** What a worker may do with a call it took from the queue. */
@@ -79,6 +81,7 @@ function parseRecord(id: string, lane: string, flat: readonly string[]): CallRec
   if (!status.success) return undefined;
   const envelope = h.envelope === undefined ? undefined : CallEnvelope.safeParse(JSON.parse(h.envelope));
   const result = h.result === undefined ? undefined : ToolResult.safeParse(JSON.parse(h.result));
+  const progress = h.progress === undefined ? undefined : CallProgress.safeParse(JSON.parse(h.progress));
   return {
     id,
     lane,
@@ -94,6 +97,7 @@ function parseRecord(id: string, lane: string, flat: readonly string[]): CallRec
     scope: h.scope,
     deadline: h.deadline === undefined ? undefined : Number(h.deadline),
     starts: Number(h.starts ?? 0),
+    progress: progress?.success ? progress.data : undefined,
   };
 }
 
@@ -104,6 +108,7 @@ export function viewOf(record: CallRecord): CallView {
     status: record.status,
     ...(record.result === undefined ? {} : { result: record.result }),
     ...(record.status === 'awaiting_approval' && record.reason !== undefined ? { reason: record.reason } : {}),
+    ...(record.progress === undefined ? {} : { progress: record.progress }),
   };
 }
 
@@ -124,6 +129,7 @@ export class CallStore {
   readonly #cancel;
   readonly #void;
   readonly #approve;
+  readonly #progress;
   readonly #inlineReplies: boolean;
 
   /** @param retentionMs how long records (and results) are kept after their last change. */
@@ -136,6 +142,7 @@ export class CallStore {
     this.#finish = luaScript<string[] | null>(redis, 'forgeFinishCall', 'variable', FINISH_CALL);
     this.#void = luaScript<number>(redis, 'forgeVoidCall', 2, VOID_CALL);
     this.#approve = luaScript<string[]>(redis, 'forgeApproveCall', 1, APPROVE_CALL);
+    this.#progress = luaScript<string[] | null>(redis, 'forgeProgressCall', 2, PROGRESS_CALL);
     // Cluster slots separate a call from its submitter's reply list; there the reply goes out as its own command.
     this.#inlineReplies = redis.isCluster !== true;
     this.#requeue = luaScript<number>(redis, 'forgeRequeueCall', 1, REQUEUE_CALL);
@@ -219,6 +226,16 @@ export class CallStore {
     if (targets === undefined) return false;
     await publishReply(this.#redis, this.#keys, lane, targets, { v: 1, id, status, result });
     return true;
+  }
+
+  /**
+   * Keeps a running call's latest progress report, if `workerId` still runs
+   * it. Returns the dispatchers to pass the report to, or `undefined` when the
+   * call is no longer that worker's to report on.
+   */
+  async progress(lane: string, id: string, workerId: string, progress: CallProgress): Promise<string[] | undefined> {
+    const targets = await this.#progress([this.#keys.call(lane, id), this.#keys.watchers(lane, id)], [workerId, JSON.stringify(progress)]);
+    return targets === null ? undefined : targets;
   }
 
   /** Puts a running call back to queued before BullMQ retries it. */

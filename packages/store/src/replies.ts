@@ -1,4 +1,4 @@
-import { type FleetKeys, ReplyMessage } from '@forge-fleet/shared';
+import { type CallProgress, type FleetKeys, ReplyMessage, type ResultReply } from '@forge-fleet/shared';
 import type { Redis } from 'ioredis';
 
 /**
@@ -23,7 +23,7 @@ export class ReplyPublisher {
     private readonly keys: FleetKeys,
   ) {}
 
-  /** Pushes a result of a call of `lane` to each target dispatcher's reply list for that lane. */
+  /** Pushes a message about a call of `lane` (its result, or progress) to each target dispatcher's reply list for that lane. */
   async publish(lane: string, targets: readonly string[], message: ReplyMessage): Promise<void> {
     const payload = JSON.stringify(message);
     const now = Date.now();
@@ -48,7 +48,8 @@ export async function publishReply(redis: Redis, keys: FleetKeys, lane: string, 
   await new ReplyPublisher(redis, keys).publish(lane, targets, message);
 }
 
-type Waiter = (message: ReplyMessage | undefined) => void;
+type Waiter = (message: ResultReply | undefined) => void;
+type ProgressListener = (progress: CallProgress) => void;
 
 /**
  * One dispatcher's inbox: a single loop drains its reply lists — one per lane
@@ -63,6 +64,7 @@ export class ReplyInbox {
   #lists: string[] = [];
   #turn = 0;
   readonly #waiters = new Map<string, Set<Waiter>>();
+  readonly #progress = new Map<string, Set<ProgressListener>>();
   readonly #batch: number;
   #running = false;
   #released = false;
@@ -116,7 +118,7 @@ export class ReplyInbox {
   }
 
   /** Waits for the call's result, up to `timeoutMs`; resolves `undefined` on timeout, abort or {@link releaseAll}. */
-  wait(callId: string, timeoutMs: number, signal?: AbortSignal): Promise<ReplyMessage | undefined> {
+  wait(callId: string, timeoutMs: number, signal?: AbortSignal): Promise<ResultReply | undefined> {
     return this.listen(callId, timeoutMs, signal).reply;
   }
 
@@ -125,13 +127,13 @@ export class ReplyInbox {
    * `undefined`): a request listens before its call can possibly end, and
    * stops when the call turns out not to run after all.
    */
-  listen(callId: string, timeoutMs: number, signal?: AbortSignal): { reply: Promise<ReplyMessage | undefined>; stop(): void } {
+  listen(callId: string, timeoutMs: number, signal?: AbortSignal): { reply: Promise<ResultReply | undefined>; stop(): void } {
     if (this.#released || signal?.aborted === true) return { reply: Promise.resolve(undefined), stop: () => {} };
     let stop: () => void = () => {};
-    const reply = new Promise<ReplyMessage | undefined>((resolve) => {
+    const reply = new Promise<ResultReply | undefined>((resolve) => {
       let set = this.#waiters.get(callId);
       if (set === undefined) this.#waiters.set(callId, (set = new Set()));
-      const done = (message: ReplyMessage | undefined): void => {
+      const done = (message: ResultReply | undefined): void => {
         clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
         set.delete(waiter);
@@ -146,6 +148,21 @@ export class ReplyInbox {
       stop = onAbort;
     });
     return { reply, stop };
+  }
+
+  /**
+   * Hears the progress reports of a call this dispatcher waits for (it must
+   * be waiting — as submitter or watcher — for workers to send them here).
+   * Returns the unsubscription.
+   */
+  onProgress(callId: string, listener: ProgressListener): () => void {
+    let set = this.#progress.get(callId);
+    if (set === undefined) this.#progress.set(callId, (set = new Set()));
+    set.add(listener);
+    return () => {
+      set.delete(listener);
+      if (set.size === 0 && this.#progress.get(callId) === set) this.#progress.delete(callId);
+    };
   }
 
   /** How many requests are waiting. */
@@ -185,6 +202,11 @@ export class ReplyInbox {
       message = ReplyMessage.parse(JSON.parse(raw));
     } catch (error) {
       this.#onError(error);
+      return;
+    }
+    if (!('status' in message)) {
+      const { progress } = message;
+      for (const listener of [...(this.#progress.get(message.id) ?? [])]) listener(progress);
       return;
     }
     const set = this.#waiters.get(message.id);

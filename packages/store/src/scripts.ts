@@ -54,7 +54,10 @@ local deadline = tonumber(redis.call('HGET', KEYS[1], 'deadline') or '')
 if st == 'queued' and deadline and tonumber(ARGV[1]) > deadline then return {'expired', 0} end
 local starts = redis.call('HINCRBY', KEYS[1], 'starts', 1)
 redis.call('HSET', KEYS[1], 'status', 'running', 'worker', ARGV[2], 'startedAt', ARGV[1])
-if st == 'running' then return {'redelivered', starts} end
+if st == 'running' then
+  redis.call('HDEL', KEYS[1], 'progress')
+  return {'redelivered', starts}
+end
 return {'started', starts}`;
 
 /**
@@ -98,11 +101,25 @@ if redis.call('HGET', KEYS[1], 'status') ~= 'queued' or redis.call('HGET', KEYS[
 redis.call('DEL', KEYS[1], KEYS[2])
 return 1`;
 
+/**
+ * A running call's tool reported progress: kept on the record (for readers of
+ * the call) while the reporting worker still holds it. Returns the
+ * dispatchers to tell (submitter first, then watchers), or nil when the call
+ * is no longer that worker's running call (ended, lost, retried elsewhere).
+ * ARGV: worker id, progress JSON.
+ */
+export const PROGRESS_CALL = `
+if redis.call('HGET', KEYS[1], 'status') ~= 'running' or redis.call('HGET', KEYS[1], 'worker') ~= ARGV[1] then return false end
+redis.call('HSET', KEYS[1], 'progress', ARGV[2])
+local targets = redis.call('SMEMBERS', KEYS[2])
+table.insert(targets, 1, redis.call('HGET', KEYS[1], 'replyTo'))
+return targets`;
+
 /** A running call goes back to the queue (a retry after a transient failure). */
 export const REQUEUE_CALL = `
 if redis.call('HGET', KEYS[1], 'status') ~= 'running' then return 0 end
 redis.call('HSET', KEYS[1], 'status', 'queued')
-redis.call('HDEL', KEYS[1], 'worker')
+redis.call('HDEL', KEYS[1], 'worker', 'progress')
 return 1`;
 
 /**

@@ -40,7 +40,9 @@ export class CatalogView {
   async start(changes?: { subscriber: Redis; channel: string }): Promise<void> {
     if (changes !== undefined) {
       await changes.subscriber.subscribe(changes.channel);
-      changes.subscriber.on('message', () => {
+      // The subscriber may carry other channels too.
+      changes.subscriber.on('message', (channel: string) => {
+        if (channel !== changes.channel) return;
         this.#dirty = true;
         this.refresh().catch((err: unknown) => this.log.error({ err }, 'catalog refresh failed'));
       });

@@ -31,9 +31,14 @@ export class InFlightCalls {
     };
   }
 
-  /** Cancels the client's request with that id (every one, should the same token run two clients that reuse ids). */
-  cancel(client: string, requestId: string | number, reason: unknown): void {
-    for (const controller of this.#requests.get(InFlightCalls.#key(client, requestId)) ?? []) controller.abort(reason);
+  /**
+   * Cancels the client's request with that id (every one, should the same token run two clients that reuse ids).
+   * @returns whether this process held such a request.
+   */
+  cancel(client: string, requestId: string | number, reason: unknown): boolean {
+    const requests = this.#requests.get(InFlightCalls.#key(client, requestId));
+    for (const controller of requests ?? []) controller.abort(reason);
+    return requests !== undefined && requests.size > 0;
   }
 
   static #key(client: string, requestId: string | number): string {

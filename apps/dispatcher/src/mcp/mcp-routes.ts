@@ -20,6 +20,7 @@ import type { CatalogView } from '../catalog/catalog-view.js';
 import { dispatcherVersion } from '../http/openapi.js';
 import type { CallService } from '../pipeline/call-service.js';
 import { refusalOf, toCallToolResult } from './call-results.js';
+import type { McpCancelBus } from './cancel-bus.js';
 import { InFlightCalls } from './in-flight.js';
 import { DEFAULT_PAGE_SIZE, listPage, META } from './tool-listing.js';
 
@@ -29,6 +30,8 @@ export interface McpDeps {
   readonly catalog: CatalogView;
   readonly auth: Authenticator;
   readonly audit: DecisionAudit;
+  /** Carries cancellations this process cannot match to the dispatcher holding the request (several dispatchers). */
+  readonly cancelBus?: McpCancelBus | undefined;
 }
 
 export interface McpOptions {
@@ -51,6 +54,7 @@ interface Context {
   /** The key of this client's requests in {@link InFlightCalls}. */
   readonly client: string;
   readonly inFlight: InFlightCalls;
+  readonly cancelBus: McpCancelBus | undefined;
   readonly pageSize: number;
   readonly log: FastifyBaseLogger;
   readonly version: string;
@@ -88,15 +92,30 @@ async function callTool(cx: Context, request: CallToolRequest, extra: Extra, clo
   if (extra.signal.aborted) onAbort();
   const unregister = cx.inFlight.add(cx.client, extra.requestId, cancelled);
 
-  // The fleet has no progress channel from workers yet: what a client hears is each status this request
-  // observes — on submission, after every wait round that ends with the call still going, and at the end.
+  // With a progress token the client hears, in order: the statuses this request observes (on submission,
+  // after each wait round that ends with the call still going) and the tool's own reports (ctx.progress),
+  // forwarded as the worker sends them. MCP wants each notification's `progress` to exceed the last one's:
+  // statuses count 0, 1, 2…; from the tool's first report on, only its reports go out, shifted by the last
+  // status count (`offset`, 0 for a call that started reporting before its first wait round ended).
   const progressToken = meta?.progressToken;
-  let progress = 0;
-  const report = async (view: CallView): Promise<void> => {
-    if (progressToken === undefined || cancelled.signal.aborted) return;
-    progress += 1;
-    await extra.sendNotification({ method: 'notifications/progress', params: { progressToken, progress, message: view.status } });
+  let sent: number | undefined;
+  let offset: number | undefined;
+  const notify = (progress: number, total: number | undefined, message: string | undefined): void => {
+    if (progressToken === undefined || cancelled.signal.aborted || (sent !== undefined && progress <= sent)) return;
+    sent = progress;
+    const params = { progressToken, progress, ...(total === undefined ? {} : { total }), ...(message === undefined ? {} : { message }) };
+    extra.sendNotification({ method: 'notifications/progress', params }).catch((err: unknown) => cx.log.debug({ err, callId: id }, 'progress notification not sent'));
   };
+  const report = (view: CallView): void => {
+    if (offset === undefined) notify(sent === undefined ? 0 : sent + 1, undefined, view.status);
+  };
+  const unsubscribe =
+    progressToken === undefined
+      ? () => {}
+      : calls.onProgress(id, (p) => {
+          offset ??= sent ?? 0;
+          notify(offset + p.progress, p.total === undefined ? undefined : offset + p.total, p.message);
+        });
 
   try {
     let view: CallView;
@@ -104,7 +123,7 @@ async function callTool(cx: Context, request: CallToolRequest, extra: Extra, clo
       // With a progress token the submission answers at once, so the client hears `queued` before the call ends.
       view = await calls.submit({ id, name, arguments: args }, cx.caller, progressToken === undefined ? MAX_WAIT_MS : 0, cancelled.signal);
       while (!isFinalStatus(view.status) && !cancelled.signal.aborted) {
-        await report(view);
+        report(view);
         view = await calls.get(id, progressToken === undefined ? MAX_WAIT_MS : PROGRESS_INTERVAL_MS, cx.caller, cancelled.signal);
       }
     } catch (error) {
@@ -122,10 +141,11 @@ async function callTool(cx: Context, request: CallToolRequest, extra: Extra, clo
       }
       return after.result === undefined ? { content: [{ type: 'text', text: `call ${id} was cancelled` }], isError: true } : toCallToolResult(after.result, after);
     }
-    await report(view);
+    report(view);
     if (view.result === undefined) return { content: [{ type: 'text', text: `call ${id} ended ${view.status} without a result` }], isError: true };
     return toCallToolResult(view.result, view);
   } finally {
+    unsubscribe();
     unregister();
     extra.signal.removeEventListener('abort', onAbort);
   }
@@ -149,7 +169,9 @@ function serverFor(cx: Context): Server {
   // Replaces the SDK's own handler, which only knows the requests of this one-request server.
   server.setNotificationHandler(CancelledNotificationSchema, (notification) => {
     const { requestId, reason } = notification.params;
-    if (requestId !== undefined) cx.inFlight.cancel(cx.client, requestId, reason);
+    if (requestId === undefined) return;
+    // Not held here: another dispatcher may hold it (each POST can reach any of them).
+    if (!cx.inFlight.cancel(cx.client, requestId, reason)) cx.cancelBus?.publish({ client: cx.client, requestId, ...(reason === undefined ? {} : { reason }) });
   });
   return server;
 }
@@ -165,13 +187,15 @@ const notAllowed = { jsonrpc: '2.0', error: { code: -32000, message: 'Method not
  */
 export function mcpRoutes(deps: McpDeps, options: McpOptions = {}) {
   const inFlight = new InFlightCalls();
+  const ready = deps.cancelBus?.subscribe((cancel) => inFlight.cancel(cancel.client, cancel.requestId, cancel.reason));
   const pageSize = options.pageSize ?? DEFAULT_PAGE_SIZE;
   const version = dispatcherVersion();
-  return (app: FastifyInstance): void => {
+  return async (app: FastifyInstance): Promise<void> => {
+    await ready;
     app.post('/mcp', async (request, reply) => {
       // Refused here, before the transport: a 401 with the usual error body (and an audit entry).
       const caller = await deps.auth.caller(request.headers);
-      const cx: Context = { deps, caller, client: InFlightCalls.clientOf(request.headers), inFlight, pageSize, log: request.log, version };
+      const cx: Context = { deps, caller, client: InFlightCalls.clientOf(request.headers), inFlight, cancelBus: deps.cancelBus, pageSize, log: request.log, version };
       const server = serverFor(cx);
       // Stateless: no `sessionIdGenerator` (the SDK's `sessionIdGenerator: undefined`, which exactOptionalPropertyTypes spells by omission).
       const transport = new StreamableHTTPServerTransport({});

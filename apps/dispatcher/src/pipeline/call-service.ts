@@ -16,7 +16,8 @@ import {
   lazyChild,
   NoWorkerError,
   NotSpeculatableError,
-  type ReplyMessage,
+  type ResultReply,
+  type CallProgress,
   type RiskSignalQueue,
   type SubmitCallRequest,
   type ToolCall,
@@ -65,7 +66,7 @@ function ownedBy(record: CallRecord, caller: Caller): boolean {
 /** A reply listener registered with the inbox (see ReplyInbox.listen). */
 type Listening = ReturnType<ReplyInbox['listen']>;
 
-function viewOfReply(message: ReplyMessage): CallView {
+function viewOfReply(message: ResultReply): CallView {
   return { id: message.id, status: message.status, result: message.result };
 }
 
@@ -187,6 +188,14 @@ export class CallService {
    * The call's view, waiting up to `waitMs` for it to end.
    * @throws CallNotFoundError
    */
+  /**
+   * Hears the progress reports of a call while this dispatcher waits for it
+   * (it submitted the call, or a `get` with a wait is under way). Returns the unsubscription.
+   */
+  onProgress(id: string, listener: (progress: CallProgress) => void): () => void {
+    return this.d.inbox.onProgress(id, listener);
+  }
+
   async get(id: string, waitMs: number, caller: Caller, signal?: AbortSignal): Promise<CallView> {
     // Listen before reading: the call may end between the read and the wait, and its reply must still find us.
     return this.#getListening(id, caller, waitMs > 0 ? this.d.inbox.listen(id, waitMs, signal) : undefined);

@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import {
   CallBatch,
   CallEnvelope,
+  type CallProgress,
   CancelledError,
   envelopeForgery,
   ForgedCallError,
@@ -15,6 +16,7 @@ import {
   isErrorCode,
   lazyChild,
   isRetryable,
+  ProgressThrottle,
   laneOf,
   queueName,
   runExecutor,
@@ -53,6 +55,8 @@ export interface WorkerPoolOptions {
   readonly callKey: Uint8Array;
   /** Largest result (bytes of JSON) a call may end with; larger ones end as RESOURCE_LIMIT. */
   readonly maxResultBytes: number;
+  /** Shortest time between two progress reports of one call leaving this worker. @defaultValue 200 */
+  readonly progressIntervalMs?: number | undefined;
   readonly log: Logger;
 }
 
@@ -249,6 +253,21 @@ export class WorkerPool {
     if (targets.length > 0) await this.#replies!.publish(this.lane, targets, { v: 1, id, status, result });
   }
 
+  /**
+   * Passes a progress report on to the dispatchers waiting for the call (and
+   * keeps it on the record), while this worker still runs it. Best effort: a
+   * report that cannot be written is logged, never fails the call.
+   */
+  async #report(envelope: CallEnvelope, progress: CallProgress, log: Pick<Logger, 'warn'>): Promise<void> {
+    const { id } = envelope.call;
+    try {
+      const targets = await this.#store!.progress(this.lane, id, this.id, progress);
+      if (targets !== undefined && targets.length > 0) await this.#replies!.publish(this.lane, targets, { v: 1, id, progress });
+    } catch (err) {
+      log.warn({ err }, 'could not pass on a progress report');
+    }
+  }
+
   async #fail(envelope: CallEnvelope, error: FleetError, onlyFrom?: CallStatus): Promise<void> {
     await this.#finish(envelope, 'failed', errorResult(envelope.call, error), onlyFrom);
   }
@@ -373,13 +392,20 @@ export class WorkerPool {
     this.#active.set(call.id, controller);
     log.info({ attempt: starts }, 'call started');
     const began = performance.now();
+    // Progress goes out in order and before the result: the last report is awaited before the call ends.
+    let reporting: Promise<void> = Promise.resolve();
+    const throttle = new ProgressThrottle(this.#o.progressIntervalMs ?? 200, (progress) => {
+      reporting = reporting.then(() => this.#report(envelope, progress, log));
+    });
     let result: ToolResult;
     try {
-      result = await runExecutor(executor, definition, call, { signal: controller.signal, attempt: starts });
+      result = await runExecutor(executor, definition, call, { signal: controller.signal, attempt: starts, onProgress: (progress) => throttle.push(progress) });
     } finally {
+      throttle.close();
       this.#active.delete(call.id);
       bullSignal?.removeEventListener('abort', onBullAbort);
     }
+    await reporting;
     const ms = Math.round(performance.now() - began);
 
     const lostToShutdown = controller.signal.reason instanceof WorkerLostError;

@@ -1,4 +1,4 @@
-import { WireError } from '@forge-fleet/shared';
+import { MAX_PROGRESS_MESSAGE, WireError } from '@forge-fleet/shared';
 import { z } from 'zod';
 
 /**
@@ -44,6 +44,14 @@ export const SandboxReply = z.discriminatedUnion('type', [
   // Anything else thrown: only its reason crosses, as runExecutor reports it in-process.
   z.object({ type: z.literal('thrown'), runId: z.string(), reason: z.string() }),
   z.object({ type: z.literal('limit'), runId: z.string(), limit: ReportedLimit, detail: z.string() }),
+  // A handler's ctx.progress; the run goes on. The worker stamps the time (the sandbox's clock is not trusted).
+  z.object({
+    type: z.literal('progress'),
+    runId: z.string(),
+    progress: z.number().finite(),
+    total: z.number().finite().positive().optional(),
+    message: z.string().max(MAX_PROGRESS_MESSAGE).optional(),
+  }),
 ]);
 export type SandboxReply = z.infer<typeof SandboxReply>;
 
@@ -51,3 +59,6 @@ export type SandboxReply = z.infer<typeof SandboxReply>;
 export interface RuntimeConfig {
   readonly outputBytes: number;
 }
+
+/** Shortest time between two progress messages of one run leaving a sandbox process (the worker throttles further). */
+export const SANDBOX_PROGRESS_INTERVAL_MS = 50;

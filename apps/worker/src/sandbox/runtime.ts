@@ -5,8 +5,8 @@
  */
 import { Socket } from 'node:net';
 import { createInterface } from 'node:readline';
-import { isFleetError, toWireError, type Tier, type ToolExecutor, type TrustLevel } from '@forge-fleet/shared';
-import type { RunRequest, RuntimeConfig, SandboxRequest } from './protocol.js';
+import { isFleetError, ProgressThrottle, progressOf, toWireError, type Tier, type ToolExecutor, type TrustLevel } from '@forge-fleet/shared';
+import { type RunRequest, type RuntimeConfig, SANDBOX_PROGRESS_INTERVAL_MS, type SandboxRequest } from './protocol.js';
 
 /** The protocol channel the worker opened as the fourth stdio entry. */
 const CHANNEL_FD = 3;
@@ -54,6 +54,10 @@ export function serveSandbox(tools: unknown): void {
   const run = async (request: RunRequest): Promise<void> => {
     const controller = new AbortController();
     running.set(request.runId, controller);
+    // Coalesced here too, so a handler reporting in a tight loop does not flood the channel.
+    const throttle = new ProgressThrottle(SANDBOX_PROGRESS_INTERVAL_MS, ({ progress, total, message }) => {
+      send({ type: 'progress', runId: request.runId, progress, ...(total === undefined ? {} : { total }), ...(message === undefined ? {} : { message }) });
+    });
     try {
       const executor = executors.get(request.tool);
       if (executor === undefined) throw new Error(`the sandbox bundle has no tool '${request.tool}'`);
@@ -65,7 +69,12 @@ export function serveSandbox(tools: unknown): void {
         attempt: request.attempt,
         env: Object.freeze({ ...request.env }),
         trust: request.trust as TrustLevel,
+        progress: (update) => {
+          const checked = progressOf(update);
+          if (running.get(request.runId) === controller && !controller.signal.aborted) throttle.push(checked);
+        },
       });
+      throttle.close();
       const line = JSON.stringify({ type: 'result', runId: request.runId, result });
       if (Buffer.byteLength(line) > outputBytes) {
         send({ type: 'limit', runId: request.runId, limit: 'output', detail: `the result is ${Buffer.byteLength(line)} bytes, the limit is ${outputBytes}` });
@@ -77,6 +86,7 @@ export function serveSandbox(tools: unknown): void {
       else if (error instanceof RangeError && OFF_HEAP_OOM.test(error.message)) send({ type: 'limit', runId: request.runId, limit: 'memory', detail: error.message });
       else send({ type: 'thrown', runId: request.runId, reason: reasonOf(error) });
     } finally {
+      throttle.close();
       running.delete(request.runId);
     }
   };

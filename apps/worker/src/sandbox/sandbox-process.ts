@@ -9,6 +9,7 @@ import {
   fromWireError,
   InternalError,
   isFleetError,
+  type ProgressUpdate,
   ResourceLimitError,
 } from '@forge-fleet/shared';
 import type { Logger } from 'pino';
@@ -45,6 +46,7 @@ interface Running {
   readonly cpuStart: number | undefined;
   readonly resolve: (result: unknown) => void;
   readonly reject: (error: FleetError) => void;
+  readonly onProgress: ((update: ProgressUpdate) => void) | undefined;
   readonly cleanups: (() => void)[];
 }
 
@@ -171,14 +173,14 @@ export class SandboxProcess {
    * handler's own signal fires too; a handler still running `cancelGraceMs`
    * later has its process killed.
    */
-  run(call: Omit<RunRequest, 'runId'>, signal: AbortSignal, cancelGraceMs: number): Promise<unknown> {
+  run(call: Omit<RunRequest, 'runId'>, signal: AbortSignal, cancelGraceMs: number, onProgress?: (update: ProgressUpdate) => void): Promise<unknown> {
     if (!this.alive) return Promise.reject(new InternalError('a sandbox process was handed a call while dead; this is a bug in the sandbox pool'));
     const request: RunRequest = { ...call, runId: String(++this.#runs) };
     return new Promise((resolve, reject) => {
       // While calls run, the CPU reading of the last poll (at most CPU_POLL_MS old, so it can only over-count a call's
       // CPU) saves a /proc read per call; the first call after idling reads it afresh.
       if (this.#running.size === 0) this.#lastCpu = this.cpuSeconds();
-      const running: Running = { request, cpuStart: this.#lastCpu, resolve, reject, cleanups: [] };
+      const running: Running = { request, cpuStart: this.#lastCpu, resolve, reject, onProgress, cleanups: [] };
       this.#running.set(request.runId, running);
       if (running.cpuStart !== undefined) this.#cpuPoll ??= setInterval(() => this.#checkCpu(), CPU_POLL_MS);
       const onAbort = (): void => {
@@ -280,6 +282,11 @@ export class SandboxProcess {
     const running = this.#running.get(reply.runId);
     // A late reply for a call that already ended (killed, or answered) has no one to go to.
     if (running === undefined) return;
+    if (reply.type === 'progress') {
+      const { progress, total, message } = reply;
+      running.onProgress?.({ progress, total, message });
+      return;
+    }
     this.#end(running);
     const tool = running.request.tool;
     switch (reply.type) {

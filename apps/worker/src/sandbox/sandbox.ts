@@ -202,7 +202,7 @@ class SandboxPool implements Sandbox {
     const process = await this.#acquire(ctx.signal, name);
     const request = { type: 'run', callId: call.id, tool: name, arguments: call.arguments, attempt: ctx.attempt, tier: ctx.tier, trust: ctx.trust, env: ctx.env } as const;
     try {
-      return (await process.run(request, ctx.signal, this.cancelGraceMs)) as ToolResult;
+      return (await process.run(request, ctx.signal, this.cancelGraceMs, (update) => ctx.progress(update))) as ToolResult;
     } catch (error) {
       if (!(error instanceof BystanderError)) throw error;
       // Its process went down for another call (or nobody can tell whose): run it again, alone.

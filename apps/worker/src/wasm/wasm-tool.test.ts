@@ -41,7 +41,7 @@ describe('WasmToolExecutor', () => {
       const loop = await tool('loop', { timeoutMs: 200, runner: single });
       const call = { id: 'c1', name: 'loop', arguments: {} };
       // Straight to the executor, without runExecutor's own timer: the deadline is the executor's.
-      const ctx = { call, signal: new AbortController().signal, tier: 'embedded', attempt: 1, env: {}, trust: 'trusted' } as const;
+      const ctx = { call, signal: new AbortController().signal, tier: 'embedded', attempt: 1, env: {}, trust: 'trusted', progress: () => {} } as const;
       await expect(loop.executor?.execute(call, ctx)).rejects.toMatchObject({ code: 'EXECUTION_TIMEOUT' });
       // Had the thread kept spinning, this call would wait for it forever.
       const probe = await tool('probe', { runner: single });

@@ -7,6 +7,7 @@ import { ToolScope } from '../scope/tool-scope.js';
 import type { TrustLevel } from '../scope/trust.js';
 import type { ToolCall, ToolResult } from '../tools/call.js';
 import type { ToolDefinition } from '../tools/definition.js';
+import type { CallProgress } from '../tools/progress.js';
 import type { ToolRegistry } from '../tools/registry.js';
 import { runExecutor } from './run.js';
 import { validateArguments } from './validate.js';
@@ -25,6 +26,8 @@ export interface CallContext {
   readonly env?: Readonly<Record<string, string>> | undefined;
   /** @defaultValue 1 */
   readonly attempt?: number | undefined;
+  /** Hears the handler's progress reports while the call runs. */
+  readonly onProgress?: ((progress: CallProgress) => void) | undefined;
 }
 
 /** Everything the pipeline needs besides the call. */

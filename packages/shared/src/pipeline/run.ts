@@ -6,6 +6,7 @@ import type { TrustLevel } from '../scope/trust.js';
 import { ToolResult, type ToolCall } from '../tools/call.js';
 import type { ToolDefinition } from '../tools/definition.js';
 import { FnToolExecutor, type ToolContext, type ToolExecutor } from '../tools/executor.js';
+import { type CallProgress, progressOf } from '../tools/progress.js';
 
 /** Builds the error result a caller receives when a call ends in failure. */
 export function errorResult(call: Pick<ToolCall, 'id' | 'name'>, error: FleetError): ToolResult {
@@ -22,6 +23,8 @@ export interface RunOptions {
   readonly env?: Readonly<Record<string, string>> | undefined;
   /** @defaultValue `'trusted'` */
   readonly trust?: TrustLevel | undefined;
+  /** Hears the handler's progress reports, checked and stamped, until the call ends. */
+  readonly onProgress?: ((progress: CallProgress) => void) | undefined;
 }
 
 function reasonOf(error: unknown): string {
@@ -56,6 +59,8 @@ export async function runExecutor(executor: ToolExecutor, definition: ToolDefini
           settle(failure);
         }, definition.timeoutMs);
 
+  let ended = false;
+  const { onProgress } = options;
   const ctx: ToolContext = {
     call,
     signal: controller.signal,
@@ -63,6 +68,12 @@ export async function runExecutor(executor: ToolExecutor, definition: ToolDefini
     attempt: options.attempt ?? 1,
     env: options.env ?? {},
     trust: options.trust ?? 'trusted',
+    progress: (update) => {
+      // Checked even when nobody listens, so a bad report fails the same way everywhere.
+      const progress = progressOf(update);
+      // A handler that outlives its call (ignored its signal) reports to no one.
+      if (!ended && !controller.signal.aborted) onProgress?.(progress);
+    },
   };
   const execution = (async () => executor.execute(call, ctx))();
   // A handler that ignores its signal may still settle after we answered; its outcome no longer matters.
@@ -76,6 +87,7 @@ export async function runExecutor(executor: ToolExecutor, definition: ToolDefini
     }
     return checkResult(definition, call, outcome.result, executor instanceof FnToolExecutor);
   } finally {
+    ended = true;
     if (timer !== undefined) clearTimeout(timer);
     options.signal?.removeEventListener('abort', onAbort);
   }

@@ -59,6 +59,8 @@ export function fleetKeys(prefix: string) {
     audit: `${prefix}:{${prefix}.audit}`,
     /** Pub/sub channel: a worker joined or left; dispatchers re-read the catalog at once. */
     catalogChannel: `${prefix}:catalog-changed`,
+    /** Pub/sub channel: MCP cancellations a dispatcher could not match, for the one holding the request. Dispatchers only. */
+    mcpCancelChannel: `${prefix}:mcp-cancel`,
     /** Pub/sub channel per lane: ids of calls to cancel, heard by that lane's workers. */
     cancelChannel: (lane: string) => `${prefix}:cancel:${lane}`,
   });

@@ -15,7 +15,7 @@ function catchError(fn: () => unknown): FleetError {
   throw new Error('expected a FleetError, nothing was thrown');
 }
 
-const ctx = (call: ToolCall): ToolContext => ({ call, signal: new AbortController().signal, tier: 'platform', attempt: 1, env: {}, trust: 'trusted' });
+const ctx = (call: ToolCall): ToolContext => ({ call, signal: new AbortController().signal, tier: 'platform', attempt: 1, env: {}, trust: 'trusted', progress: () => {} });
 
 describe('ToolBuilder', () => {
   it('builds a definition without an executor', () => {

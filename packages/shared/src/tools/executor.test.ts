@@ -3,7 +3,7 @@ import type { ToolCall, ToolResult } from './call.js';
 import { FnToolExecutor, resultFromOutput, type ToolContext, type ToolExecutor } from './executor.js';
 
 const call: ToolCall = { id: 'c1', name: 'echo', arguments: { a: 1 } };
-const ctx: ToolContext = { call, signal: new AbortController().signal, tier: 'platform', attempt: 1, env: {}, trust: 'trusted' };
+const ctx: ToolContext = { call, signal: new AbortController().signal, tier: 'platform', attempt: 1, env: {}, trust: 'trusted', progress: () => {} };
 
 describe('executors', () => {
   it('a function executor carries its tool name', () => {

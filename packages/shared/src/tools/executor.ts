@@ -1,6 +1,7 @@
 import type { TrustLevel } from '../scope/trust.js';
 import type { Tier } from '../tiers/tier.js';
 import type { ToolCall, ToolResult } from './call.js';
+import type { ProgressUpdate } from './progress.js';
 
 /** What a handler receives besides its arguments. */
 export interface ToolContext {
@@ -15,6 +16,13 @@ export interface ToolContext {
   readonly env: Readonly<Record<string, string>>;
   /** How far the active skill is trusted. */
   readonly trust: TrustLevel;
+  /**
+   * Reports how far the call has got; whoever waits for it (an MCP client's
+   * progress notifications, `forge call --wait`, `GET /v1/calls/:id`) sees it.
+   * Cheap to call often: reports leave the worker a few times a second at most.
+   * @throws TypeError for a malformed report (not a finite `progress`, a non-positive `total`).
+   */
+  progress(update: ProgressUpdate): void;
 }
 
 /**

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ToolCallId, ToolResult } from '../tools/call.js';
+import { CallProgress } from '../tools/progress.js';
 
 /** Where a call is in its life. `completed`, `failed` and `cancelled` are final. */
 export const CallStatus = z.enum(['queued', 'running', 'awaiting_approval', 'completed', 'failed', 'cancelled']);
@@ -22,6 +23,8 @@ export const CallView = z.object({
   result: ToolResult.optional(),
   /** Why the call waits, when `awaiting_approval`. */
   reason: z.string().optional(),
+  /** The tool's latest progress report, while the call runs (and kept after it ends). */
+  progress: CallProgress.optional(),
 });
 export type CallView = z.infer<typeof CallView>;
 

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { Tier } from '../tiers/tier.js';
 import { ToolCall, ToolResult } from '../tools/call.js';
 import { PoolName } from '../tools/definition.js';
+import { CallProgress } from '../tools/progress.js';
 import { CallStatus } from './call-view.js';
 
 /** A dispatcher's signature over a call (see signing/call-signature.ts). */
@@ -66,10 +67,26 @@ export const CallBatch = z.object({
 export type CallBatch = z.infer<typeof CallBatch>;
 
 /** What a worker pushes onto a dispatcher's reply list when a call ends. */
-export const ReplyMessage = z.object({
+export const ResultReply = z.object({
   v: z.literal(1),
   id: z.string(),
   status: CallStatus,
   result: ToolResult,
 });
+export type ResultReply = z.infer<typeof ResultReply>;
+
+/**
+ * What a worker pushes onto the reply lists of the dispatchers waiting for a
+ * running call when its tool reports progress. It travels the same list as
+ * the result, so a dispatcher never hears progress after the end.
+ */
+export const ProgressReply = z.object({
+  v: z.literal(1),
+  id: z.string(),
+  progress: CallProgress,
+});
+export type ProgressReply = z.infer<typeof ProgressReply>;
+
+/** Anything on a reply list. (`status` tells a result from progress.) */
+export const ReplyMessage = z.union([ResultReply, ProgressReply]);
 export type ReplyMessage = z.infer<typeof ReplyMessage>;
