@@ -2,7 +2,9 @@ import { defineConfig } from 'vitest/config';
 
 // Workspace packages resolve to their TypeScript sources through the
 // `forge-source` export condition, so tests never run stale builds.
-const conditions = ['forge-source', 'import', 'module', 'node', 'default'];
+// No bundlers' `module` condition: dependencies load as Node loads them in production (@opentelemetry/api's
+// `module` build has extensionless imports that Node cannot load).
+const conditions = ['forge-source', 'import', 'node', 'default'];
 
 export default defineConfig({
   resolve: { conditions },

@@ -116,6 +116,8 @@ const tokenKeys = generateTokenKeys();
 const dayInSeconds = 24 * 3600;
 const token = await mintToken(tokenKeys.privateKeyPem, { subject: 'dev', grants: ['*'], expiresInSeconds: dayInSeconds });
 const limitedToken = await mintToken(tokenKeys.privateKeyPem, { subject: 'dev-limited', expiresInSeconds: dayInSeconds });
+// For the web console (/ui): queues, approvals and the audit stream need an admin (or approver) token.
+const adminToken = await mintToken(tokenKeys.privateKeyPem, { subject: 'dev-admin', role: 'admin', expiresInSeconds: dayInSeconds });
 const fleetEnv = { REDIS_URL: redisUrl, LOG_LEVEL: process.env.LOG_LEVEL ?? 'info' };
 const signingSecret = randomBytes(32);
 const prefix = process.env.FORGE_PREFIX ?? 'forge';
@@ -139,13 +141,15 @@ await until('every example tool being served', async () => {
 });
 
 mkdirSync(stateDir, { recursive: true });
-writeFileSync(join(stateDir, 'dev.json'), `${JSON.stringify({ url, token, limitedToken }, null, 2)}\n`, { mode: 0o600 });
+writeFileSync(join(stateDir, 'dev.json'), `${JSON.stringify({ url, token, limitedToken, adminToken }, null, 2)}\n`, { mode: 0o600 });
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
 say(`
 Forge Fleet ${pkg.version} is running at ${url}
   workers: platform, embedded, host (tools: ${expected.join(', ')})
   dev token (agent 'dev', grants every Host-tier tool, valid 24 h; keys generated now, not stored in the repo):
     export FORGE_TOKEN=${token}
+  web console: ${url}/ui — sign in with this admin token (user 'dev-admin', valid 24 h):
+    ${adminToken}
   logs: ${logDir}
 
 Try it:

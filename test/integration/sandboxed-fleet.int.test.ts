@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
 import { FleetClient } from '@forge-fleet/client';
+import { freePort } from '@forge-fleet/local-redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, TestFleet } from '../fixtures/fleet.js';
 
@@ -16,6 +17,7 @@ describe('a fleet whose platform worker sandboxes its handlers', () => {
   let server: Server;
   let hits = 0;
   let serverUrl = '';
+  let metricsUrl = '';
 
   beforeAll(async () => {
     server = createServer((_req, res) => {
@@ -25,7 +27,9 @@ describe('a fleet whose platform worker sandboxes its handlers', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const address = server.address();
     serverUrl = `http://127.0.0.1:${typeof address === 'object' && address !== null ? address.port : 0}/`;
-    await fleet.worker({ tier: 'platform', tools: join(ROOT, 'apps', 'worker', 'test', 'fixtures', 'sandbox-tools.ts'), env: { FORGE_SANDBOX: 'on', FORGE_SANDBOX_SIZE: '1' } });
+    const metricsPort = await freePort();
+    metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
+    await fleet.worker({ tier: 'platform', tools: join(ROOT, 'apps', 'worker', 'test', 'fixtures', 'sandbox-tools.ts'), env: { FORGE_SANDBOX: 'on', FORGE_SANDBOX_SIZE: '1', FORGE_METRICS_PORT: String(metricsPort) } });
     const dispatcher = await fleet.dispatcher({ FORGE_DEV_MODE: '0' });
     client = new FleetClient({ url: dispatcher.url, token: await fleet.token({ subject: 'sandbox-test' }) });
   });
@@ -49,6 +53,21 @@ describe('a fleet whose platform worker sandboxes its handlers', () => {
     expect(await client.call('shout', { text: 'still here' })).toMatchObject({ isError: false, content: 'STILL HERE' });
     // The server itself was reachable all along, from outside the sandbox.
     expect(await (await fetch(serverUrl)).text()).toBe('reached');
+  });
+
+  it("counts sandbox processes started and stopped on the worker's /metrics", async () => {
+    const counter = async (name: string, label = ''): Promise<number> => {
+      const body = await (await fetch(metricsUrl)).text();
+      const line = body.split('\n').find((l) => l.startsWith(`${name}{`) && l.includes(label));
+      return Number(line?.split(' ').at(-1) ?? 0);
+    };
+    const startedBefore = await counter('forge_sandbox_processes_started_total');
+    expect(startedBefore).toBeGreaterThanOrEqual(1);
+    expect((await client.call('crash')).isError).toBe(true);
+    // The dead process is counted, and its replacement.
+    for (let i = 0; i < 200 && (await counter('forge_sandbox_processes_started_total')) === startedBefore; i++) await new Promise((r) => setTimeout(r, 25));
+    expect(await counter('forge_sandbox_processes_started_total')).toBe(startedBefore + 1);
+    expect(await counter('forge_sandbox_processes_stopped_total', 'reason="exited"')).toBeGreaterThanOrEqual(1);
   });
 
   it('refuses to start under --strict-sandbox where an isolation layer is missing, and only warns without it', async () => {

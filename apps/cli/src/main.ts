@@ -1,11 +1,9 @@
-/** `forge`: the fleet's command line (keys and tokens today). */
-import { isFleetError } from '@forge-fleet/shared';
-import { runCli } from './cli.js';
+/** `forge`: the fleet's command line (tools, calls, approvals, queues; keys and tokens). */
+import { reportError, runCli } from './cli.js';
+import { parseCliEnv } from './env.js';
 
-runCli(process.argv.slice(2)).then(
-  (out) => process.stdout.write(`${out}\n`),
-  (error: unknown) => {
-    process.stderr.write(`forge: ${isFleetError(error) ? `${error.code}: ${error.message}` : error instanceof Error ? error.message : String(error)}\n`);
-    process.exitCode = 1;
-  },
-);
+try {
+  process.exitCode = await runCli(process.argv.slice(2), { env: parseCliEnv(process.env), stdout: process.stdout, stderr: process.stderr });
+} catch (error) {
+  process.exitCode = reportError(error, process.stderr);
+}

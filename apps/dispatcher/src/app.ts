@@ -1,11 +1,13 @@
 import { fastify, type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
-import type { AuditReader } from '@forge-fleet/store';
+import type { AuditReader, QueueStatsReader } from '@forge-fleet/store';
+import type { FleetMetrics } from '@forge-fleet/telemetry';
 import type { Logger } from 'pino';
 import type { DecisionAudit } from './audit/decisions.js';
 import type { Authenticator } from './auth/authenticator.js';
 import type { CatalogView } from './catalog/catalog-view.js';
 import type { ApprovalService } from './approvals/approval-service.js';
 import type { LoadedPolicy } from './approvals/policy-file.js';
+import { consoleRoutes } from './console/console-routes.js';
 import { approvalRoutes } from './http/approvals.js';
 import { policyRoutes } from './http/policy.js';
 import { auditRoutes } from './http/audit.js';
@@ -13,6 +15,8 @@ import { callRoutes } from './http/calls.js';
 import { registerErrorHandling } from './http/errors.js';
 import { healthRoutes } from './http/health.js';
 import { openapiRoutes } from './http/openapi.js';
+import { queueRoutes } from './http/queues.js';
+import { metricsRoutes } from './http/metrics.js';
 import { toolRoutes } from './http/tools.js';
 import type { McpCancelBus } from './mcp/cancel-bus.js';
 import { mcpRoutes } from './mcp/mcp-routes.js';
@@ -32,6 +36,10 @@ export interface AppDeps {
   readonly audit: DecisionAudit;
   /** Reads the audit stream for `GET /v1/audit`. */
   readonly auditReader: AuditReader;
+  /** Reads job counts and live workers per queue for `GET /v1/queues`. */
+  readonly queueStats: QueueStatsReader;
+  /** Served at `/metrics`. */
+  readonly metrics: FleetMetrics;
   /** Relays MCP cancellations between dispatchers; without it, a cancellation reaches only calls held in this process. */
   readonly mcpCancelBus?: McpCancelBus | undefined;
   /** True once the dispatcher is shutting down: answers then close their connections. */
@@ -68,7 +76,10 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   void app.register(approvalRoutes(deps.approvals, deps.auth));
   void app.register(policyRoutes(deps.policy, deps.auth));
   void app.register(auditRoutes(deps.auditReader, deps.auth));
+  void app.register(queueRoutes(deps.queueStats, deps.auth));
+  void app.register(metricsRoutes(deps.metrics));
   void app.register(mcpRoutes({ ...deps, cancelBus: deps.mcpCancelBus }));
   void app.register(openapiRoutes());
+  void app.register(consoleRoutes());
   return app;
 }

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { fleetKeys, ScopeRegistry, type TokenVerifier, ToolScope } from '@forge-fleet/shared';
-import { AuditReader, CallStore, Catalog, closeRedis, connectRedis, RedisAuditLogger, RedisRiskSignalQueue, ReplyInbox, TierQueues } from '@forge-fleet/store';
+import { FleetMetrics, MeteredAuditLogger, ToolTracer, type Tracing } from '@forge-fleet/telemetry';
+import { AuditReader, CallStore, Catalog, closeRedis, connectRedis, QueueStatsReader, RedisAuditLogger, RedisRiskSignalQueue, ReplyInbox, TierQueues } from '@forge-fleet/store';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { buildApp } from './app.js';
@@ -40,6 +41,8 @@ export interface DispatcherOptions {
   readonly log: Logger;
   /** @defaultValue `<hostname>-<pid>-<random>` */
   readonly id?: string;
+  /** Tracing set up from the OTEL_* variables (main.ts); off when undefined. */
+  readonly tracing?: Tracing | undefined;
 }
 
 /** A running dispatcher instance (not yet listening: call `app.listen`). */
@@ -67,8 +70,13 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
 
   // Reading the audit stream is an admin's occasional query: on its own connection when its URL differs.
   const auditConnection = o.auditRedisUrl === undefined || o.auditRedisUrl === o.redisUrl ? undefined : connectRedis(o.auditRedisUrl, 'queue');
-  const audit = new DecisionAudit(new RedisAuditLogger(redis, keys), log);
   const catalog = new CatalogView(new Catalog(redis, keys), o.prefix, o.catalogRefreshMs, log);
+  // GET /v1/queues and the queue gauges of /metrics read the same counts.
+  const queueStats = new QueueStatsReader({ redis, queueConnection, keys });
+  const metrics = new FleetMetrics('dispatcher', { queues: () => queueStats.read(), approvalsPending: () => redis.zcard(keys.approvals) }, { dispatcher: id });
+  metrics.knownTools((name) => catalog.definitionOf(name) !== undefined);
+  // Every decision passes through the audit sink: outcomes are counted there (see MeteredAuditLogger).
+  const audit = new DecisionAudit(new MeteredAuditLogger(new RedisAuditLogger(redis, keys), metrics), log);
   const inbox = new ReplyInbox(blocking, keys, id, { onError: (err) => log.error({ err }, 'reply inbox error') });
   const queues = new TierQueues(queueConnection, keys, o.retentionMs);
   const store = new CallStore(redis, keys, o.retentionMs);
@@ -88,6 +96,7 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
     limits: o.limits ?? DEFAULT_ARGUMENT_LIMITS,
     risk: new RedisRiskSignalQueue(redis, keys, (err) => log.error({ err }, 'risk signal write failed')),
     log,
+    tracer: o.tracing === undefined ? undefined : new ToolTracer(o.tracing),
   });
   const approvals = new ApprovalService({ store, queues, signer, catalog, audit, log });
   catalog.onLanes = (lanes) => inbox.lanes(lanes);
@@ -107,6 +116,8 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
     bodyLimit: o.bodyLimit,
     audit,
     auditReader: new AuditReader(auditConnection ?? redis, keys),
+    queueStats,
+    metrics,
     mcpCancelBus: new RedisMcpCancelBus(redis, subscriber, keys.mcpCancelChannel, id, log),
   });
   let closed: Promise<void> | undefined;
@@ -124,6 +135,7 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
         approvals.stop();
         await inbox.stop();
         await queues.close();
+        await queueStats.close();
         await closeRedis(queueConnection);
         await closeRedis(subscriber);
         if (auditConnection !== undefined) await closeRedis(auditConnection);

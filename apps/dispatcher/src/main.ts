@@ -3,6 +3,7 @@
  * HOST and the FORGE_* variables (see env.ts). Stateless: run as many as you like.
  */
 import { ConfigInvalidError, runMain, secretFromEnv, TokenVerifier } from '@forge-fleet/shared';
+import { setupTracing } from '@forge-fleet/telemetry';
 import { pino } from 'pino';
 import { createDispatcher } from './dispatcher.js';
 import { type LoadedPolicy, loadPolicyFile, policyFromEnv } from './approvals/policy-file.js';
@@ -33,6 +34,7 @@ runMain('forge-dispatcher', async () => {
     base: { app: 'forge-dispatcher', pid: process.pid },
     redact: ['req.headers.authorization', '*.authorization'],
   });
+  const tracing = setupTracing('forge-dispatcher');
   const dispatcher = await createDispatcher({
     redisUrl: env.REDIS_URL,
     prefix: env.FORGE_PREFIX,
@@ -46,9 +48,10 @@ runMain('forge-dispatcher', async () => {
     catalogRefreshMs: env.FORGE_CATALOG_REFRESH_MS,
     signingSecret,
     log,
+    tracing,
   });
   const address = await dispatcher.app.listen({ port: env.PORT, host: env.HOST });
   if (env.FORGE_DEV_MODE) log.warn('FORGE_DEV_MODE is on: requests without a token are served as an anonymous agent');
   log.info({ address, id: dispatcher.id }, 'dispatcher listening');
-  return { log, stop: () => dispatcher.close(), forceExitAfterMs: env.FORGE_SHUTDOWN_GRACE_MS };
+  return { log, stop: () => dispatcher.close().finally(() => tracing.shutdown()), forceExitAfterMs: env.FORGE_SHUTDOWN_GRACE_MS };
 });

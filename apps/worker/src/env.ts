@@ -16,6 +16,15 @@ export const WorkerEnv = FleetEnv.extend({
   /** Shortest time between two progress reports of one call leaving the worker (newer ones replace waiting ones). @defaultValue 200 */
   FORGE_PROGRESS_INTERVAL_MS: envInt(200),
   /**
+   * Port of the worker's `/metrics`, `/healthz` and `/readyz`. `0` picks a free
+   * port (logged at start; several workers on one machine never collide),
+   * `off` serves nothing. Orchestrators set a fixed one (9464 in infra/).
+   * @defaultValue "0"
+   */
+  FORGE_METRICS_PORT: z.union([z.literal('off'), z.coerce.number().int().min(0).max(65_535)]).default(0),
+  /** Address the metrics port listens on. @defaultValue "0.0.0.0" */
+  FORGE_METRICS_HOST: z.string().min(1).default('0.0.0.0'),
+  /**
    * Platform and Embedded handlers run in sandbox processes (docs/sandbox.md).
    * `off` runs them in the worker process: for development only, never for
    * untrusted tools. Host-tier workers never sandbox (their isolation is a

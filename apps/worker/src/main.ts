@@ -4,6 +4,7 @@
  */
 import { availableParallelism } from 'node:os';
 import { ConfigInvalidError, runMain, secretFromEnv } from '@forge-fleet/shared';
+import { FleetMetrics, type MetricsServer, serveMetrics, setupTracing, ToolTracer } from '@forge-fleet/telemetry';
 import { pino } from 'pino';
 import { parseWorkerArgs, USAGE } from './cli.js';
 import { parseWorkerEnv } from './env.js';
@@ -23,6 +24,8 @@ runMain('forge-worker', async () => {
   // This queue's call-verification key only (`forge keys worker-key`): it cannot sign calls for any other queue.
   const callKey = secretFromEnv(process.env, 'FORGE_CALL_KEY', 'worker environment');
   const log = pino({ level: env.LOG_LEVEL, base: { app: 'forge-worker', tier: args.tier, pool: args.pool, pid: process.pid } });
+  const metrics = new FleetMetrics('worker', {}, { tier: args.tier, ...(args.pool === undefined ? {} : { pool: args.pool }) });
+  const tracing = setupTracing('forge-worker');
   let tools = selectTools(await loadToolsModule(args.tools), args.tier, args.pool);
   const strict = args['strict-sandbox'] || (env.FORGE_STRICT_SANDBOX === undefined ? env.NODE_ENV === 'production' : env.FORGE_STRICT_SANDBOX === '1' || env.FORGE_STRICT_SANDBOX === 'true');
   if (strict && args.tier !== 'host' && env.FORGE_SANDBOX === 'off') {
@@ -45,6 +48,7 @@ runMain('forge-worker', async () => {
         ...(env.FORGE_SANDBOX_OUTPUT_BYTES === undefined ? {} : { outputBytes: env.FORGE_SANDBOX_OUTPUT_BYTES }),
       },
       log,
+      onProcess: (event) => (event.kind === 'started' ? metrics.sandboxStarted.inc() : metrics.sandboxStopped.inc({ reason: event.reason })),
     });
     const missing = unenforced(sandbox.isolation);
     if (missing.length > 0 && strict) {
@@ -74,11 +78,19 @@ runMain('forge-worker', async () => {
     callKey,
     maxResultBytes: env.FORGE_MAX_RESULT_BYTES,
     progressIntervalMs: env.FORGE_PROGRESS_INTERVAL_MS,
+    metrics,
+    tracer: new ToolTracer(tracing),
     log,
   });
+  let server: MetricsServer | undefined;
   try {
     await pool.start();
+    if (env.FORGE_METRICS_PORT !== 'off') {
+      server = await serveMetrics({ port: env.FORGE_METRICS_PORT, host: env.FORGE_METRICS_HOST, metrics, ready: () => pool.ready });
+      log.info({ port: server.port }, 'metrics and probes listening (/metrics, /healthz, /readyz)');
+    }
   } catch (error) {
+    await pool.stop();
     await sandbox?.close();
     throw error;
   }
@@ -88,6 +100,8 @@ runMain('forge-worker', async () => {
     stop: async () => {
       await pool.stop();
       await sandbox?.close();
+      await server?.close();
+      await tracing.shutdown();
     },
   };
 });

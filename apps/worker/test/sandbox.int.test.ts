@@ -264,7 +264,7 @@ describe('sandbox: limits and recovery', () => {
     const before = await instanceOf(sandbox);
     const controller = new AbortController();
     const call = callOf('wait_for_abort');
-    const execution = sandbox.executorFor('wait_for_abort').execute(call, { call, signal: controller.signal, tier: 'platform', attempt: 1, env: {}, trust: 'trusted' });
+    const execution = sandbox.executorFor('wait_for_abort').execute(call, { call, signal: controller.signal, tier: 'platform', attempt: 1, env: {}, trust: 'trusted', progress: () => {} });
     controller.abort(new Error('the caller gave up'));
     await expect(execution).rejects.toMatchObject({ code: 'EXECUTION_FAILED', message: expect.stringContaining('aborted inside the sandbox: the caller gave up') as string });
     expect(await instanceOf(sandbox)).toBe(before);
@@ -281,7 +281,7 @@ describe('sandbox: limits and recovery', () => {
     const before = await instanceOf(sandbox);
     const controller = new AbortController();
     const call = callOf('hang');
-    const execution = sandbox.executorFor('hang').execute(call, { call, signal: controller.signal, tier: 'platform', attempt: 1, env: {}, trust: 'trusted' });
+    const execution = sandbox.executorFor('hang').execute(call, { call, signal: controller.signal, tier: 'platform', attempt: 1, env: {}, trust: 'trusted', progress: () => {} });
     controller.abort(new Error('enough'));
     await expect(execution).rejects.toMatchObject({ code: 'CANCELLED' });
     expect(await instanceOf(sandbox)).not.toBe(before);

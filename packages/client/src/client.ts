@@ -12,6 +12,7 @@ import {
   isFinalStatus,
   MAX_BATCH_CALLS,
   MAX_WAIT_MS,
+  QueueStatsList,
   ToolDefinition,
   type ToolResult,
   WaitTimeoutError,
@@ -169,6 +170,14 @@ export class FleetClient {
    */
   async decide(id: string, decision: ApprovalDecisionRequest): Promise<CallView> {
     return CallViewSchema.parse(await this.#send('POST', `/v1/approvals/${encodeURIComponent(id)}`, decision));
+  }
+
+  /**
+   * Job counts and live workers per tier and pool queue (approver or admin token).
+   * @throws FleetError FORBIDDEN for other roles
+   */
+  async queues(): Promise<QueueStatsList> {
+    return QueueStatsList.parse(await this.#send('GET', '/v1/queues'));
   }
 
   /** Closes the keep-alive connections. */

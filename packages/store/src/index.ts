@@ -10,5 +10,6 @@ export { CallStore, viewOf, type CallRecord, type NewCall, type StartOutcome } f
 export { publishReply, ReplyPublisher, ReplyInbox, REPLY_LIST_TTL_MS } from './replies.js';
 export { Catalog, type CatalogEntry, type CatalogSnapshot } from './catalog.js';
 export { TierQueues, queueFor, openQueue, MAX_BATCH, type Submitted } from './queues.js';
+export { QueueStatsReader, type QueueStatsReaderOptions } from './queue-stats.js';
 export { stableStringify } from '@forge-fleet/shared';
 export { AUDIT_MAX_ENTRIES, AuditReader, RedisAuditLogger, RedisRiskSignalQueue, type AuditFilter, type StoredAuditEntry } from './audit.js';

@@ -76,7 +76,7 @@ export class DecisionAudit {
   }
 
   /** A call refused before it was enqueued; resolves once written (or failed to). */
-  async rejectedCall(caller: Caller, callId: string, tool: string, error: unknown): Promise<void> {
+  async rejectedCall(caller: Caller, callId: string, tool: string, error: unknown, tier?: string): Promise<void> {
     const code = isFleetError(error) ? error.code : 'INTERNAL';
     const category = rejectionCategory(code);
     if (category === undefined) return;
@@ -86,6 +86,7 @@ export class DecisionAudit {
       ...this.#who(caller),
       callId,
       tool,
+      ...(tier === undefined ? {} : { tier }),
       decision: 'rejected',
       category,
       code,

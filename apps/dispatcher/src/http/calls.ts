@@ -10,6 +10,7 @@ import {
   SubmitCallRequest,
   ToolCallId,
 } from '@forge-fleet/shared';
+import { carrierOf } from '@forge-fleet/telemetry';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { type Authenticator, type Caller, requireRole } from '../auth/authenticator.js';
@@ -50,7 +51,7 @@ export function callRoutes(calls: CallService, auth: Authenticator) {
       const caller = await callerOf(request, auth);
       const { wait } = parseRequest(WaitQuery, request.query, 'query');
       const body = parseRequest(SubmitCallRequest, request.body, 'body');
-      const view = await calls.submit(body, caller, wait, clientGone(request, reply));
+      const view = await calls.submit(body, caller, wait, clientGone(request, reply), carrierOf(request.headers));
       return reply.status(statusOf(view)).send(view);
     });
 

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AppDeps, buildApp } from '../app.js';
+import { CONSOLE_PATH } from '../console/console-routes.js';
 import { buildOpenApiDocument } from './openapi.js';
 
 const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const;
@@ -105,6 +106,8 @@ describe('OpenAPI document and the app routes', () => {
     for (const method of [route.method].flat()) {
       // fastify answers HEAD for every GET route on its own (exposeHeadRoutes); the document lists the GET.
       if (method === 'HEAD') continue;
+      // The web console's page and files are for people in a browser, not API operations: not in the document.
+      if (route.url === CONSOLE_PATH || route.url.startsWith(`${CONSOLE_PATH}/`)) continue;
       routes.push(`${method} ${toTemplate(route.url)}`);
     }
   });

@@ -5,6 +5,8 @@ import {
   CallView,
   MAX_BATCH_CALLS,
   PendingApproval,
+  QueueStats,
+  QueueStatsList,
   SubmitBatchRequest,
   SubmitCallRequest,
   Tier,
@@ -117,6 +119,8 @@ const RESPONSE_SCHEMAS = {
   PendingApproval,
   ApprovalList,
   PolicyView,
+  QueueStats,
+  QueueStatsList,
   Health,
 } satisfies Record<string, z.ZodType>;
 
@@ -216,6 +220,14 @@ function buildPaths(): Record<string, Record<string, Json>> {
         responses: { 200: json('Health', 'Ready: `{ ok: true }`'), 503: json('Health', 'Not ready: `{ ok: false }`') },
       },
     },
+    '/metrics': {
+      get: {
+        operationId: 'metrics',
+        summary: 'Prometheus metrics of this dispatcher (calls by outcome, queue depth, live workers, pending approvals)',
+        security: noAuth,
+        responses: { 200: { description: 'Prometheus text exposition format 0.0.4.', content: { 'text/plain': { schema: { type: 'string' } } } } },
+      },
+    },
     '/openapi.json': {
       get: {
         operationId: 'openapi',
@@ -299,6 +311,17 @@ function buildPaths(): Record<string, Record<string, Json>> {
         summary: 'The effective policy and where it came from (admins only)',
         parameters: v1,
         responses: { 200: json('PolicyView', 'The policy'), ...errors({ 401: ERRORS[401], 403: 'FORBIDDEN: not an admin token' }) },
+      },
+    },
+    '/v1/queues': {
+      get: {
+        operationId: 'listQueues',
+        summary: 'Job counts (waiting, active, delayed, failed) and live workers per tier and pool queue (roles approver, admin)',
+        parameters: v1,
+        responses: {
+          200: json('QueueStatsList', 'Every queue some worker has announced tools for, sorted by lane; counts are BullMQ jobs (a job may carry several calls)'),
+          ...errors({ 401: ERRORS[401], 403: 'FORBIDDEN: not an approver or admin token' }),
+        },
       },
     },
     '/v1/audit': {

@@ -13,6 +13,7 @@ import {
   type ServerNotification,
   type ServerRequest,
 } from '@modelcontextprotocol/sdk/types.js';
+import { carrierOf } from '@forge-fleet/telemetry';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import type { DecisionAudit } from '../audit/decisions.js';
 import { type Authenticator, type Caller, requireRole } from '../auth/authenticator.js';
@@ -121,7 +122,8 @@ async function callTool(cx: Context, request: CallToolRequest, extra: Extra, clo
     let view: CallView;
     try {
       // With a progress token the submission answers at once, so the client hears `queued` before the call ends.
-      view = await calls.submit({ id, name, arguments: args }, cx.caller, progressToken === undefined ? MAX_WAIT_MS : 0, cancelled.signal);
+      // `_meta.traceparent` (and `tracestate`), as MCP clients that trace send it, joins the call to the client's trace.
+      view = await calls.submit({ id, name, arguments: args }, cx.caller, progressToken === undefined ? MAX_WAIT_MS : 0, cancelled.signal, carrierOf(meta));
       while (!isFinalStatus(view.status) && !cancelled.signal.aborted) {
         report(view);
         view = await calls.get(id, progressToken === undefined ? MAX_WAIT_MS : PROGRESS_INTERVAL_MS, cx.caller, cancelled.signal);
@@ -187,14 +189,22 @@ const notAllowed = { jsonrpc: '2.0', error: { code: -32000, message: 'Method not
  */
 export function mcpRoutes(deps: McpDeps, options: McpOptions = {}) {
   const inFlight = new InFlightCalls();
-  const ready = deps.cancelBus?.subscribe((cancel) => inFlight.cancel(cancel.client, cancel.requestId, cancel.reason));
+  // Subscribed on the first MCP request: a process that holds no request has nothing a relayed cancellation could reach.
+  let listening: Promise<void> | undefined;
+  const listen = (): Promise<void> | undefined =>
+    deps.cancelBus === undefined
+      ? undefined
+      : (listening ??= deps.cancelBus.subscribe((cancel) => inFlight.cancel(cancel.client, cancel.requestId, cancel.reason)).catch((err: unknown) => {
+          listening = undefined;
+          throw err;
+        }));
   const pageSize = options.pageSize ?? DEFAULT_PAGE_SIZE;
   const version = dispatcherVersion();
-  return async (app: FastifyInstance): Promise<void> => {
-    await ready;
+  return (app: FastifyInstance): void => {
     app.post('/mcp', async (request, reply) => {
       // Refused here, before the transport: a 401 with the usual error body (and an audit entry).
       const caller = await deps.auth.caller(request.headers);
+      await listen();
       const cx: Context = { deps, caller, client: InFlightCalls.clientOf(request.headers), inFlight, cancelBus: deps.cancelBus, pageSize, log: request.log, version };
       const server = serverFor(cx);
       // Stateless: no `sessionIdGenerator` (the SDK's `sessionIdGenerator: undefined`, which exactOptionalPropertyTypes spells by omission).

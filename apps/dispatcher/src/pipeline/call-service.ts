@@ -23,6 +23,7 @@ import {
   type ToolCall,
 } from '@forge-fleet/shared';
 import { type CallRecord, type CallStore, publishReply, queueFor, type ReplyInbox, type Submitted, type TierQueues, viewOf } from '@forge-fleet/store';
+import type { ToolTracer, TraceCarrier } from '@forge-fleet/telemetry';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { DecisionAudit } from '../audit/decisions.js';
@@ -48,6 +49,8 @@ export interface CallServiceDeps {
   readonly risk: RiskSignalQueue;
   readonly limits: ArgumentLimits;
   readonly log: Logger;
+  /** Spans of dispatched calls (the worker's span joins them through the envelope). Off when undefined. */
+  readonly tracer?: ToolTracer | undefined;
 }
 
 /** How long a cancel request waits for a running call's worker to confirm. */
@@ -83,9 +86,22 @@ export class CallService {
    * Every admission decision goes to the audit stream: one entry per call.
    * @throws FleetError (BAD_REQUEST / PAYLOAD_TOO_LARGE for arguments over the limits, OUT_OF_SCOPE, TOOL_NOT_FOUND, NO_WORKER, SCHEMA_VALIDATION, APPROVAL_DENIED).
    */
-  async submit(request: SubmitCallRequest, caller: Caller, waitMs: number, signal?: AbortSignal): Promise<CallView> {
-    const d = this.d;
+  async submit(request: SubmitCallRequest, caller: Caller, waitMs: number, signal?: AbortSignal, trace?: TraceCarrier): Promise<CallView> {
     const call: ToolCall = { id: request.id ?? randomUUID(), name: request.name, arguments: request.arguments };
+    const span = this.d.tracer?.dispatch(call, trace);
+    if (span === undefined) return this.#submit(call, request, caller, waitMs, signal, undefined);
+    try {
+      const view = await this.#submit(call, request, caller, waitMs, signal, span.carrier);
+      span.end({ decision: view.status });
+      return view;
+    } catch (error) {
+      span.end({ error });
+      throw error;
+    }
+  }
+
+  async #submit(call: ToolCall, request: SubmitCallRequest, caller: Caller, waitMs: number, signal: AbortSignal | undefined, trace: TraceCarrier | undefined): Promise<CallView> {
+    const d = this.d;
     let admission: Awaited<ReturnType<typeof admitToolCall>>;
     try {
       checkArguments(call.arguments, d.limits);
@@ -99,14 +115,14 @@ export class CallService {
         ctx: { authorization: caller.authorization, caller: caller.authorization?.subject },
       });
     } catch (error) {
-      await d.audit.rejectedCall(caller, call.id, call.name, error);
+      await d.audit.rejectedCall(caller, call.id, call.name, error, d.catalog.definitionOf(call.name)?.tier);
       throw error;
     }
     const { definition } = admission;
     // Speculative: run ahead of need, result possibly discarded. Only tools that say that is harmless, and never a person's time.
     if (request.speculative === true && (!definition.speculatable || admission.status === 'awaiting_approval')) {
       const error = new NotSpeculatableError(call.name, definition.speculatable ? 'its call would wait for a person, and speculative calls are never sent to one' : 'it is not flagged speculatable');
-      await d.audit.rejectedCall(caller, call.id, call.name, error);
+      await d.audit.rejectedCall(caller, call.id, call.name, error, d.catalog.definitionOf(call.name)?.tier);
       throw error;
     }
     const now = Date.now();
@@ -119,6 +135,7 @@ export class CallService {
       enqueuedAt: now,
       ...(request.expireAfterMs === undefined ? {} : { deadline: now + request.expireAfterMs }),
       ...(caller.subject === undefined ? {} : { caller: caller.subject }),
+      ...(trace?.traceparent === undefined ? {} : { trace: { traceparent: trace.traceparent, ...(trace.tracestate === undefined ? {} : { tracestate: trace.tracestate }) } }),
     };
     const log = lazyChild(d.log, { callId: call.id, tool: call.name, tier: definition.tier });
     // The lane whose key space holds the record: that of the queue the call goes to.
@@ -171,7 +188,7 @@ export class CallService {
     if (submitted.live === 0 && (await d.store.withdraw(lane, call.id, token))) {
       listening?.stop();
       const error = new NoWorkerError(call.name, queueFor(d.keys.prefix, definition));
-      await d.audit.rejectedCall(caller, call.id, call.name, error);
+      await d.audit.rejectedCall(caller, call.id, call.name, error, d.catalog.definitionOf(call.name)?.tier);
       throw error;
     }
     // Not awaited: the entry joins the next auto-pipelined write; the call does not wait for it.
@@ -185,10 +202,6 @@ export class CallService {
   }
 
   /**
-   * The call's view, waiting up to `waitMs` for it to end.
-   * @throws CallNotFoundError
-   */
-  /**
    * Hears the progress reports of a call while this dispatcher waits for it
    * (it submitted the call, or a `get` with a wait is under way). Returns the unsubscription.
    */
@@ -196,6 +209,10 @@ export class CallService {
     return this.d.inbox.onProgress(id, listener);
   }
 
+  /**
+   * The call's view, waiting up to `waitMs` for it to end.
+   * @throws CallNotFoundError
+   */
   async get(id: string, waitMs: number, caller: Caller, signal?: AbortSignal): Promise<CallView> {
     // Listen before reading: the call may end between the read and the wait, and its reply must still find us.
     return this.#getListening(id, caller, waitMs > 0 ? this.d.inbox.listen(id, waitMs, signal) : undefined);

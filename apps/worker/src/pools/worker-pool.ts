@@ -25,9 +25,11 @@ import {
   ToolNotFoundError,
   type ToolResult,
   type CallStatus,
+  type AuditLogger,
   WorkerLostError,
 } from '@forge-fleet/shared';
 import { Catalog, CallStore, closeRedis, connectRedis, openQueue, RedisAuditLogger, RedisRiskSignalQueue, ReplyPublisher } from '@forge-fleet/store';
+import { type FleetMetrics, MeteredAuditLogger, type ToolTracer } from '@forge-fleet/telemetry';
 import { type Job, type Queue, UnrecoverableError, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
@@ -57,6 +59,10 @@ export interface WorkerPoolOptions {
   readonly maxResultBytes: number;
   /** Shortest time between two progress reports of one call leaving this worker. @defaultValue 200 */
   readonly progressIntervalMs?: number | undefined;
+  /** Counts outcomes (through the audit sink) and times runs. */
+  readonly metrics?: FleetMetrics | undefined;
+  /** Wraps each run in its `execute_tool` span. */
+  readonly tracer?: ToolTracer | undefined;
   readonly log: Logger;
 }
 
@@ -106,7 +112,7 @@ export class WorkerPool {
   #queueConnection: Redis | undefined;
   #workerConnection: Redis | undefined;
   #replies: ReplyPublisher | undefined;
-  #audit: RedisAuditLogger | undefined;
+  #audit: AuditLogger | undefined;
   #risk: RedisRiskSignalQueue | undefined;
   readonly #slots: Slots;
   #leaseTimer: NodeJS.Timeout | undefined;
@@ -139,7 +145,9 @@ export class WorkerPool {
     this.#store = new CallStore(this.#redis, this.#keys, o.retentionMs);
     this.#catalog = new Catalog(this.#redis, this.#keys);
     this.#replies = new ReplyPublisher(this.#redis, this.#keys);
-    this.#audit = new RedisAuditLogger(this.#redis, this.#keys);
+    const audit = new RedisAuditLogger(this.#redis, this.#keys);
+    // Every outcome this worker decides is audited: outcomes are counted there (see MeteredAuditLogger).
+    this.#audit = o.metrics === undefined ? audit : new MeteredAuditLogger(audit, o.metrics);
     this.#risk = new RedisRiskSignalQueue(this.#redis, this.#keys, (err) => o.log.error({ err }, 'risk signal write failed'));
     const definitions = [...this.#tools.values()].map((t) => t.definition);
     await this.#catalog.announce(this.lane, this.id, definitions, o.leaseMs);
@@ -185,6 +193,11 @@ export class WorkerPool {
       this.#queue = openQueue(this.#queueConnection, this.#o.prefix, this.queue);
     }
     return this.#queue;
+  }
+
+  /** Whether it takes calls: started, not stopping, its queue connection up. */
+  get ready(): boolean {
+    return this.#worker !== undefined && !this.#stopping && this.#workerConnection?.status === 'ready';
   }
 
   /** Calls running now. */
@@ -399,7 +412,8 @@ export class WorkerPool {
     });
     let result: ToolResult;
     try {
-      result = await runExecutor(executor, definition, call, { signal: controller.signal, attempt: starts, onProgress: (progress) => throttle.push(progress) });
+      const run = () => runExecutor(executor, definition, call, { signal: controller.signal, attempt: starts, onProgress: (progress) => throttle.push(progress) });
+      result = this.#o.tracer === undefined ? await run() : await this.#o.tracer.execute(call, this.#o.tier, envelope.trace, run);
     } finally {
       throttle.close();
       this.#active.delete(call.id);
@@ -407,6 +421,8 @@ export class WorkerPool {
     }
     await reporting;
     const ms = Math.round(performance.now() - began);
+    const now = Date.now();
+    this.#o.metrics?.observeRun(call.name, this.#o.tier, { queueWaitMs: now - ms - envelope.enqueuedAt, executionMs: performance.now() - began, endToEndMs: now - envelope.enqueuedAt });
 
     const lostToShutdown = controller.signal.reason instanceof WorkerLostError;
     const code = result.error?.code;

@@ -143,6 +143,11 @@ export class SandboxProcess {
     return this.#child.pid;
   }
 
+  /** Why the process ended, for metrics: the code it was killed for (lower case), or `exited` when it died by itself. */
+  get stopReason(): string {
+    return this.#killedFor?.code.toLowerCase() ?? 'exited';
+  }
+
   get alive(): boolean {
     return this.#exit === undefined && this.#killedFor === undefined;
   }

@@ -35,6 +35,9 @@ export interface SandboxIsolation {
   readonly environment: 'empty';
 }
 
+/** A sandbox process started, or ended (`reason`: see SandboxProcess.stopReason). */
+export type SandboxProcessEvent = { readonly kind: 'started' } | { readonly kind: 'stopped'; readonly reason: string };
+
 export interface SandboxOptions {
   /** The tools module (TypeScript or JavaScript); it is bundled once, at start. */
   readonly modulePath: string;
@@ -52,6 +55,8 @@ export interface SandboxOptions {
   /** @defaultValue {@link DEFAULT_LIMITS} */
   readonly limits?: Partial<SandboxLimits>;
   readonly log: Logger;
+  /** Hears each sandbox process start and end (the worker counts them as metrics). */
+  readonly onProcess?: ((event: SandboxProcessEvent) => void) | undefined;
   /**
    * Export conditions used to resolve the module's imports when bundling.
    * @defaultValue the `--conditions` this process was started with
@@ -129,6 +134,7 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
   const bundle = await bundleTools(options.modulePath, options.conditions ?? ownConditions());
   const command = launchCommand({ probe, nodePath: process.execPath, bundlePath: bundle.path, limits });
   const pool = new SandboxPool(command, limits, size, perProcess, options.cancelGraceMs ?? 1000, bundle, isolation, log);
+  pool.onProcess = options.onProcess;
   try {
     await pool.fill(options.tools.map((t) => t.definition.name));
   } catch (error) {
@@ -154,6 +160,8 @@ class SandboxPool implements Sandbox {
   #starting = 0;
   #closed = false;
   #served = new Set<string>();
+  /** See SandboxOptions.onProcess; the quarantine lane reports to the same listener. */
+  onProcess: ((event: SandboxProcessEvent) => void) | undefined;
   #quarantine: SandboxPool | undefined;
 
   constructor(
@@ -222,6 +230,7 @@ class SandboxPool implements Sandbox {
   #alone(): SandboxPool {
     this.#quarantine ??= new SandboxPool(this.command, this.limits, Math.max(2, this.size), 1, this.cancelGraceMs, this.bundle, this.isolation, this.log.child({ lane: 'alone' }), false);
     this.#quarantine.#served = this.#served;
+    this.#quarantine.onProcess = this.onProcess;
     return this.#quarantine;
   }
 
@@ -297,6 +306,7 @@ class SandboxPool implements Sandbox {
       return;
     }
     this.#all.add(process);
+    this.onProcess?.({ kind: 'started' });
     this.#assigned.set(process, 0);
     void process.exited.then(() => this.#forget(process));
     this.#serveWaiters();
@@ -304,6 +314,7 @@ class SandboxPool implements Sandbox {
 
   #forget(process: SandboxProcess): void {
     if (!this.#all.delete(process)) return;
+    this.onProcess?.({ kind: 'stopped', reason: process.stopReason });
     this.#assigned.delete(process);
     this.#retiring.delete(process);
     this.#topUp();

@@ -85,7 +85,11 @@ describe('ctx.progress in runExecutor', () => {
   });
 
   it('fails the call with the report problem when a handler reports nonsense', async () => {
-    const tool = defineTool({ name: 'steps', tier: 'platform', handler: (_args, ctx) => ctx.progress({ progress: Number.NaN }) });
+    const tool = defineTool({ name: 'steps', tier: 'platform', handler: (_args, ctx) => {
+        ctx.progress({ progress: Number.NaN });
+        return 'unreachable';
+      },
+    });
     const result = await runExecutor(tool.executor!, tool.definition, call);
     expect(result).toMatchObject({ isError: true, error: { code: 'EXECUTION_FAILED' }, content: expect.stringContaining('progress must be a finite number') as string });
   });

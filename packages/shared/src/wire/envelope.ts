@@ -49,6 +49,12 @@ export const CallEnvelope = z.object({
    */
   token: z.string().min(1).optional(),
   approval: ApprovalRecord.optional(),
+  /**
+   * W3C trace context of the dispatcher's span, so the worker's span joins the
+   * caller's trace. Not signed: it decides nothing a worker does, and a forged
+   * one could only mislabel a trace.
+   */
+  trace: z.object({ traceparent: z.string().max(64), tracestate: z.string().max(512).optional() }).optional(),
   /** The dispatcher's signature; a worker runs nothing without a valid one. */
   sig: CallSignature.optional(),
 });
