@@ -44,6 +44,8 @@ const layout = (prefix) => ({
   /** The set of lanes that announced tools (workers add their own; SADD of a name is all it allows). */
   catalogLanes: `${prefix}:{${prefix}.catalog}:lanes`,
   audit: `${prefix}:{${prefix}.audit}`,
+  /** The calls waiting for a person, by deadline: dispatchers index them and sweep the expired. */
+  approvals: `${prefix}:{${prefix}.approvals}`,
   catalogChannel: `${prefix}:catalog-changed`,
   cancelChannel: (lane) => `${prefix}:cancel:${lane}`,
   mcpCancelChannel: `${prefix}:mcp-cancel`,
@@ -90,7 +92,9 @@ function bullmqScriptCommands() {
 }
 
 /** Every connection: ioredis's ready check (INFO), connection names, the dispatcher's health check. */
-const CONNECTION = ['ping', 'info', 'client|setname'];
+// `cluster|slots` and `cluster|info`: a Redis Cluster client reads the slot map and the cluster's state with them
+// (read-only; on a single server they answer an error and change nothing).
+const CONNECTION = ['ping', 'info', 'client|setname', 'cluster|slots', 'cluster|info'];
 
 /**
  * What BullMQ itself sends outside its scripts on the fleet's paths: scripts
@@ -132,7 +136,7 @@ function fleetUsers({ prefix, hostPools, admin }) {
       role: 'dispatcher',
       queues: allQueues.map(({ tier, pool }) => queueName(prefix, tier, pool)),
       commands: uniqueSorted([...queueUser, ...FLEET.dispatcher]),
-      keys: [...allQueues.map(({ tier, pool }) => `~${k.queueKeys(tier, pool)}`), `~${k.callKeys('*')}`, `~${k.laneIndex}`, `~${k.replyKeys('*')}`, `%R~${k.catalogKeys}`, `%W~${k.audit}`],
+      keys: [...allQueues.map(({ tier, pool }) => `~${k.queueKeys(tier, pool)}`), `~${k.callKeys('*')}`, `~${k.laneIndex}`, `~${k.replyKeys('*')}`, `~${k.approvals}`, `%R~${k.catalogKeys}`, `%W~${k.audit}`],
       channels: [k.catalogChannel, k.cancelChannel('*'), k.mcpCancelChannel],
     },
     ...allQueues.map(({ tier, pool }) => ({

@@ -144,7 +144,9 @@ describe('the ACL generator', () => {
       expect(matches(worker, key), key).toBe(false);
     }
     expect(matches(byRole.get('worker-host'), keys.call(`host.${pools[0]!}`, 'c1'))).toBe(false);
-    for (const key of [keys.call('host', 'c1'), keys.callLane('c1'), keys.replies(`host.${pools[0]!}`, 'd1')]) expect(matches(byRole.get('dispatcher'), key), key).toBe(true);
+    for (const key of [keys.call('host', 'c1'), keys.callLane('c1'), keys.replies(`host.${pools[0]!}`, 'd1'), keys.approvals]) expect(matches(byRole.get('dispatcher'), key), key).toBe(true);
+    // The approval index is the dispatchers' alone.
+    expect(matches(worker, keys.approvals)).toBe(false);
     // Workers audit the forged calls they refuse: they may append to the audit stream, never read it.
     expect(worker?.keys.filter((k) => globToRegExp(k.replace(/^(%[RW]+)?~/, '')).test(keys.audit))).toEqual([`%W~${keys.audit}`]);
     expect(matches(worker, `${prefix}:${queueName(prefix, 'host')}:wait`)).toBe(false);
@@ -304,6 +306,15 @@ describe('the dispatcher under the ACL', () => {
         await queue.close();
       }
     }
+  });
+
+  it('indexes calls waiting for a person and sweeps them by deadline', async () => {
+    const store = new CallStore(connect('dispatcher'), keys, 60_000);
+    const id = `waiting-${Date.now()}`;
+    await store.indexApproval(id, 1000);
+    expect(await store.approvalIds({ dueBy: 2000 })).toContain(id);
+    await store.unindexApproval(id);
+    expect(await store.approvalIds()).not.toContain(id);
   });
 
   it('reads the catalog but cannot write it', async () => {

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { fleetKeys, ScopeRegistry, type TokenVerifier, ToolScope } from '@forge-fleet/shared';
+import { fleetKeys, type RedisTarget, ScopeRegistry, type TokenVerifier, ToolScope } from '@forge-fleet/shared';
 import { FleetMetrics, MeteredAuditLogger, ToolTracer, type Tracing } from '@forge-fleet/telemetry';
 import { AuditReader, CallStore, Catalog, closeRedis, connectRedis, QueueStatsReader, RedisAuditLogger, RedisRiskSignalQueue, ReplyInbox, TierQueues } from '@forge-fleet/store';
 import type { FastifyInstance } from 'fastify';
@@ -18,14 +18,15 @@ import { ApprovalService } from './approvals/approval-service.js';
 
 /** Everything a dispatcher instance is configured with. */
 export interface DispatcherOptions {
-  readonly redisUrl: string;
+  /** The fleet's Redis (REDIS_URL): one server or a Redis Cluster. */
+  readonly redis: RedisTarget;
   readonly prefix: string;
   readonly retentionMs: number;
   readonly bodyLimit: number;
   /** Limits on each call's arguments. @defaultValue {@link DEFAULT_ARGUMENT_LIMITS} */
   readonly limits?: ArgumentLimits;
-  /** Where `GET /v1/audit` reads the audit stream (a Redis user allowed to read it). @defaultValue redisUrl */
-  readonly auditRedisUrl?: string;
+  /** Where `GET /v1/audit` reads the audit stream (a Redis user allowed to read it). @defaultValue redis */
+  readonly auditRedis?: RedisTarget;
   /** Verifies agent capability tokens; `undefined` only with `devMode`. */
   readonly tokens: TokenVerifier | undefined;
   /** Serve anonymous callers (no grants, scope from `x-forge-task`). Development only. */
@@ -57,19 +58,19 @@ export interface Dispatcher {
 export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher> {
   const id = o.id ?? `d-${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
   const keys = fleetKeys(o.prefix);
-  const redis = connectRedis(o.redisUrl, 'command');
-  const blocking = connectRedis(o.redisUrl, 'blocking');
-  const subscriber = connectRedis(o.redisUrl, 'blocking');
+  const redis = connectRedis(o.redis, 'command', o.log);
+  const blocking = connectRedis(o.redis, 'blocking', o.log);
+  const subscriber = connectRedis(o.redis, 'blocking', o.log);
   // BullMQ defines dozens of scripts on its connection and ioredis copies them onto every auto-pipeline;
   // keeping the queues on a connection of their own keeps the request path's pipelines cheap.
-  const queueConnection = connectRedis(o.redisUrl, 'queue');
+  const queueConnection = connectRedis(o.redis, 'queue', o.log);
   const log = o.log.child({ dispatcherId: id });
   const { policy } = o.policy;
   const scopes = new ScopeRegistry(policy.defaultScope.length === 1 && policy.defaultScope[0] === '*' ? ToolScope.full() : ToolScope.allow(policy.defaultScope));
   for (const [task, patterns] of Object.entries(policy.scopes)) scopes.register(task, ToolScope.allow(patterns));
 
   // Reading the audit stream is an admin's occasional query: on its own connection when its URL differs.
-  const auditConnection = o.auditRedisUrl === undefined || o.auditRedisUrl === o.redisUrl ? undefined : connectRedis(o.auditRedisUrl, 'queue');
+  const auditConnection = o.auditRedis === undefined || o.auditRedis.url === o.redis.url ? undefined : connectRedis(o.auditRedis, 'queue', o.log);
   const catalog = new CatalogView(new Catalog(redis, keys), o.prefix, o.catalogRefreshMs, log);
   // GET /v1/queues and the queue gauges of /metrics read the same counts.
   const queueStats = new QueueStatsReader({ redis, queueConnection, keys });

@@ -1,4 +1,4 @@
-import { envInt, FleetEnv, parseConfig, textFromEnv } from '@forge-fleet/shared';
+import { envInt, FleetEnv, parseConfig, RedisUrl, textFromEnv } from '@forge-fleet/shared';
 import { z } from 'zod';
 
 
@@ -34,9 +34,10 @@ export const DispatcherEnv = FleetEnv.extend({
   /**
    * The Redis URL `GET /v1/audit` reads the audit stream through. Under the fleet's ACL
    * (infra/redis) the dispatcher's user may only append to the stream; point this at a
-   * user that may read it. @defaultValue REDIS_URL
+   * user that may read it; a cluster URL like REDIS_URL's for a Redis Cluster. Empty means unset.
+   * @defaultValue REDIS_URL
    */
-  FORGE_AUDIT_REDIS_URL: z.string().optional(),
+  FORGE_AUDIT_REDIS_URL: z.preprocess((v) => (v === '' ? undefined : v), RedisUrl.optional()),
   /**
    * The approval policy: `tier` (platform and embedded approved, host only with a
    * token granting the tool), `auto` (everything; development only), `deny`.

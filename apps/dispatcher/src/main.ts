@@ -36,12 +36,12 @@ runMain('forge-dispatcher', async () => {
   });
   const tracing = setupTracing('forge-dispatcher');
   const dispatcher = await createDispatcher({
-    redisUrl: env.REDIS_URL,
+    redis: env.REDIS_URL,
     prefix: env.FORGE_PREFIX,
     retentionMs: env.FORGE_RESULT_RETENTION_MS,
     bodyLimit: env.FORGE_BODY_LIMIT_BYTES,
     limits: { maxBytes: env.FORGE_MAX_ARGUMENT_BYTES, maxDepth: env.FORGE_MAX_JSON_DEPTH },
-    ...(env.FORGE_AUDIT_REDIS_URL === undefined || env.FORGE_AUDIT_REDIS_URL === '' ? {} : { auditRedisUrl: env.FORGE_AUDIT_REDIS_URL }),
+    ...(env.FORGE_AUDIT_REDIS_URL === undefined ? {} : { auditRedis: env.FORGE_AUDIT_REDIS_URL }),
     policy: policyOf(env),
     tokens,
     devMode: env.FORGE_DEV_MODE,

@@ -62,7 +62,7 @@ runMain('forge-worker', async () => {
     log.warn('FORGE_SANDBOX=off: platform/embedded handlers run inside the worker process (development only)');
   }
   const pool = new WorkerPool({
-    redisUrl: env.REDIS_URL,
+    redis: env.REDIS_URL,
     prefix: env.FORGE_PREFIX,
     tier: args.tier,
     pool: args.pool,

@@ -41,6 +41,7 @@ export {
   ResourceLimitError,
   NotAwaitingApprovalError,
   NotSpeculatableError,
+  UnavailableError,
   displayPath,
   type SchemaIssue,
   type ValidationStage,
@@ -95,7 +96,8 @@ export { deriveQueueKey, signEnvelope, envelopeForgery, SIGNATURE_ALGORITHM, MIN
 export { queueName, laneOf, fleetKeys, DEFAULT_FLEET_PREFIX, FLEET_PREFIX_PATTERN, type FleetKeys } from './queues/names.js';
 
 // config
-export { parseConfig, RedisUrl, FleetEnv, envInt } from './config/parse.js';
+export { parseConfig, FleetEnv, envInt } from './config/parse.js';
+export { RedisUrl, type RedisTarget, type RedisNode } from './config/redis-target.js';
 export { secretFromEnv, textFromEnv } from './config/secrets.js';
 export { Role, TokenClaims, type MintOptions, mintToken, generateTokenKeys, TokenVerifier, DEFAULT_TOKEN_AUDIENCE } from './auth/tokens.js';
 

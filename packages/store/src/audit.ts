@@ -1,5 +1,5 @@
 import type { AuditDecision, AuditEntry, AuditLogger, AuditRejectionCategory, FleetKeys, RiskSignal, RiskSignalQueue } from '@forge-fleet/shared';
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from './redis.js';
 
 /** Entries kept in the stream (approximately: trimmed with `~`). */
 export const AUDIT_MAX_ENTRIES = 10_000;
@@ -11,7 +11,7 @@ export const AUDIT_MAX_ENTRIES = 10_000;
  */
 export class RedisAuditLogger implements AuditLogger {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisConnection,
     private readonly keys: FleetKeys,
   ) {}
 
@@ -23,7 +23,7 @@ export class RedisAuditLogger implements AuditLogger {
 /** Risk signals go to the same stream as audit entries, marked as such; writing never blocks the call path. */
 export class RedisRiskSignalQueue implements RiskSignalQueue {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisConnection,
     private readonly keys: FleetKeys,
     private readonly onError: (error: unknown) => void = () => {},
   ) {}
@@ -80,7 +80,7 @@ function matches(entry: AuditEntry, f: AuditFilter): boolean {
  */
 export class AuditReader {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisConnection,
     private readonly keys: FleetKeys,
   ) {}
 

@@ -1,5 +1,5 @@
 import { CallEnvelope, CallProgress, type CallStatus, CallStatus as CallStatusSchema, type CallView, type FleetKeys, ToolResult } from '@forge-fleet/shared';
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from './redis.js';
 import { publishReply, REPLY_LIST_TTL_MS } from './replies.js';
 import { APPROVE_CALL, CANCEL_CALL, CREATE_CALL, FINISH_CALL, luaScript, PROGRESS_CALL, REQUEUE_CALL, START_CALL, VOID_CALL, WATCH_CALL } from './scripts.js';
 
@@ -118,7 +118,7 @@ export function viewOf(record: CallRecord): CallView {
  * agree on it — above all, a call ends exactly once.
  */
 export class CallStore {
-  readonly #redis: Redis;
+  readonly #redis: RedisConnection;
   readonly #keys: FleetKeys;
   readonly #retentionMs: number;
   readonly #create;
@@ -133,7 +133,7 @@ export class CallStore {
   readonly #inlineReplies: boolean;
 
   /** @param retentionMs how long records (and results) are kept after their last change. */
-  constructor(redis: Redis, keys: FleetKeys, retentionMs: number) {
+  constructor(redis: RedisConnection, keys: FleetKeys, retentionMs: number) {
     this.#redis = redis;
     this.#keys = keys;
     this.#retentionMs = retentionMs;

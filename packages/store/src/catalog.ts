@@ -1,5 +1,5 @@
 import { type FleetKeys, RegistryError, stableStringify, type ToolDefinition } from '@forge-fleet/shared';
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from './redis.js';
 import { ANNOUNCE_TOOLS, luaScript } from './scripts.js';
 
 /** One tool as the live catalog holds it. */
@@ -24,11 +24,11 @@ export interface CatalogEntry {
  * (see {@link CatalogSnapshot.ambiguous}).
  */
 export class Catalog {
-  readonly #redis: Redis;
+  readonly #redis: RedisConnection;
   readonly #keys: FleetKeys;
   readonly #announce;
 
-  constructor(redis: Redis, keys: FleetKeys) {
+  constructor(redis: RedisConnection, keys: FleetKeys) {
     this.#redis = redis;
     this.#keys = keys;
     this.#announce = luaScript<(string | number)[]>(redis, 'forgeAnnounceTools', 'variable', ANNOUNCE_TOOLS);

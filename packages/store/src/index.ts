@@ -5,7 +5,7 @@
  * never import each other): call records and their transitions, reply lists,
  * the live tool catalog and the tier queues.
  */
-export { connectRedis, closeRedis } from './redis.js';
+export { connectRedis, closeRedis, type ConnectionLog, type RedisConnection } from './redis.js';
 export { CallStore, viewOf, type CallRecord, type NewCall, type StartOutcome } from './call-store.js';
 export { publishReply, ReplyPublisher, ReplyInbox, REPLY_LIST_TTL_MS } from './replies.js';
 export { Catalog, type CatalogEntry, type CatalogSnapshot } from './catalog.js';

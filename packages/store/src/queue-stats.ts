@@ -1,19 +1,19 @@
 import { type FleetKeys, laneOf, PoolName, type QueueStats, type QueueStatsList, queueName, type Tier, TIERS } from '@forge-fleet/shared';
 import type { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from './redis.js';
 import { Catalog } from './catalog.js';
 import { openQueue } from './queues.js';
 
 /** Where {@link QueueStatsReader} reads. */
 export interface QueueStatsReaderOptions {
   /** Reads the catalog (lanes, tools, leases). */
-  readonly redis: Redis;
+  readonly redis: RedisConnection;
   /**
    * Opens the BullMQ queues that are counted. A dispatcher passes its queue
    * connection, so BullMQ's scripts stay off the request path's connection.
    * @defaultValue `redis`
    */
-  readonly queueConnection?: Redis | undefined;
+  readonly queueConnection?: RedisConnection | undefined;
   readonly keys: FleetKeys;
 }
 
@@ -34,8 +34,8 @@ function laneQueue(lane: string): { tier: Tier; pool?: string } | undefined {
  * or a metrics exporter wants to see. Reads only; each call reads afresh.
  */
 export class QueueStatsReader {
-  readonly #redis: Redis;
-  readonly #queueConnection: Redis;
+  readonly #redis: RedisConnection;
+  readonly #queueConnection: RedisConnection;
   readonly #keys: FleetKeys;
   readonly #catalog: Catalog;
   readonly #queues = new Map<string, Queue>();

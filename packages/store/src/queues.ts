@@ -1,7 +1,8 @@
 import { type CallBatch, type CallEnvelope, type FleetKeys, queueName, type ToolDefinition } from '@forge-fleet/shared';
-import { type IRedisTransaction, Job, Queue } from 'bullmq';
-import type { ChainableCommander, Redis } from 'ioredis';
+import { type IRedisTransaction, Job, Queue, type RedisClient } from 'bullmq';
+import type { ChainableCommander } from 'ioredis';
 import { type CallRecord, createCallArgs, existingRecord, type NewCall } from './call-store.js';
+import type { RedisConnection } from './redis.js';
 import { CREATE_CALL } from './scripts.js';
 
 /**
@@ -22,7 +23,7 @@ export function queueFor(prefix: string, definition: Pick<ToolDefinition, 'tier'
 }
 
 /** Opens a fleet queue with the fleet's options. */
-export function openQueue(redis: Redis, prefix: string, name: string): Queue {
+export function openQueue(redis: RedisConnection, prefix: string, name: string): Queue {
   return new Queue(name, { connection: redis, prefix, streams: { events: { maxLen: EVENTS_MAX_LEN } } });
 }
 
@@ -32,6 +33,12 @@ export type Submitted =
   | { readonly created: true; readonly live: number }
   /** The id was taken: nothing was recorded, and the job's copy will be skipped (its token is not the record's). */
   | { readonly created: false; readonly existing: CallRecord };
+
+/** What a flush wrote: each call's CREATE_CALL reply (`[error, reply]`, in order) and each tool's live lease count. */
+interface Written {
+  readonly records: readonly (readonly [Error | null, unknown])[];
+  readonly live: ReadonlyMap<string, number>;
+}
 
 interface PendingCall {
   readonly call: NewCall;
@@ -45,21 +52,23 @@ interface PendingCall {
  * {@link MAX_BATCH}); a lone call leaves as a job of its own. Nothing waits
  * for a batch to fill: the flush happens at the end of the turn.
  *
- * A flush is one write and one round trip: the calls' records, their tools'
- * live lease counts and the job go out together on the queue's connection,
- * records first. Redis runs a connection's commands in order, so a worker
- * can never take a job before its calls' records exist. The records are
- * created with EVAL, never EVALSHA: after a script-cache flush ioredis would
- * re-send a refused EVALSHA only after the job had been added.
+ * On one Redis server a flush is one write and one round trip: the calls'
+ * records, their tools' live lease counts and the job go out together on the
+ * queue's connection, records first. Redis runs a connection's commands in
+ * order, so a worker can never take a job before its calls' records exist.
+ * The records are created with EVAL, never EVALSHA: after a script-cache
+ * flush ioredis would re-send a refused EVALSHA only after the job had been
+ * added. On a Redis Cluster the keys of one flush lie in several slots, so
+ * the records are written first and the job after (see #writeApart).
  */
 export class TierQueues {
   readonly #queues = new Map<string, Queue>();
   readonly #pending = new Map<string, PendingCall[]>();
-  readonly #redis: Redis;
+  readonly #redis: RedisConnection;
   readonly #keys: FleetKeys;
   readonly #retentionMs: number;
 
-  constructor(redis: Redis, keys: FleetKeys, retentionMs: number) {
+  constructor(redis: RedisConnection, keys: FleetKeys, retentionMs: number) {
     this.#redis = redis;
     this.#keys = keys;
     this.#retentionMs = retentionMs;
@@ -112,47 +121,76 @@ export class TierQueues {
 
   async #send(name: string, pending: readonly PendingCall[]): Promise<void> {
     const queue = this.queue(name);
-    // BullMQ's own pipeline (its job scripts are defined on it), raw ioredis underneath.
-    const pipeline = (await queue.getBackend().client).pipeline() as IRedisTransaction & Pick<ChainableCommander, 'eval' | 'zcount'>;
-    for (const { call } of pending) pipeline.eval(CREATE_CALL, 2, this.#keys.callLane(call.id), this.#keys.call(call.lane, call.id), ...createCallArgs(call, this.#retentionMs));
+    // BullMQ's own client (its job scripts are defined on it), raw ioredis underneath.
+    const client = await queue.getBackend().client;
     const tools = [...new Set(pending.map((p) => p.call.name))];
-    const now = Date.now();
     // One queue, so one lane: every call of this flush goes to the same place.
     const lane = pending[0]!.call.lane;
-    for (const tool of tools) pipeline.zcount(this.#keys.catalogLeases(lane, tool), now, '+inf');
-    const envelopes = pending.map((p) => p.call.envelope);
-    const first = envelopes[0]!;
-    const job =
-      envelopes.length === 1
-        ? new Job(queue, first.call.name, first, JOB_OPTIONS)
-        : new Job(queue, 'batch', { v: 1, batch: envelopes } satisfies CallBatch, JOB_OPTIONS);
-    // Queued on the pipeline synchronously; its outcome is read from the pipeline's results below.
-    job.addJob(pipeline).catch(() => undefined);
-    const results = (await pipeline.exec()) ?? [];
-    const added = results[pending.length + tools.length];
-    if (added === undefined || added[0] !== null) throw added?.[0] ?? new Error('the job was not added');
-    const live = new Map(tools.map((tool, i) => [tool, Number(results[pending.length + i]?.[1] ?? 0)]));
+    const { records, live } = client.isCluster ? await this.#writeApart(queue, client, pending, lane, tools) : await this.#writeTogether(queue, client, pending, lane, tools);
     const taken: { p: PendingCall; lane: string }[] = [];
     pending.forEach((p, i) => {
-      const [error, reply] = results[i] ?? [new Error('no reply for the call record')];
+      const [error, reply] = records[i] ?? [new Error('no reply for the call record')];
       if (error !== null) p.reject(error);
       else if (reply === 0) p.resolve({ created: true, live: live.get(p.call.name) ?? 0 });
       else taken.push({ p, lane: String(reply) });
     });
-    if (taken.length === 0) return;
-    // Taken ids (resubmissions) are rare: their records are read in a second round trip.
-    const reads = this.#redis.pipeline();
-    for (const { p, lane } of taken) reads.hgetall(this.#keys.call(lane, p.call.id));
-    const records = (await reads.exec()) ?? [];
-    taken.forEach(({ p, lane }, i) => {
-      const [error, hash] = records[i] ?? [new Error('no reply for the existing record')];
-      if (error !== null) return p.reject(error);
-      try {
-        p.resolve({ created: false, existing: existingRecord(p.call.id, lane, Object.entries(hash as Record<string, string>).flat()) });
-      } catch (readError) {
-        p.reject(readError);
-      }
-    });
+    // Taken ids (resubmissions) are rare: their records are read in a second round trip, one read per
+    // record (on a cluster they lie in as many slots as there are ids).
+    await Promise.all(
+      taken.map(async ({ p, lane }) => {
+        try {
+          const hash = await this.#redis.hgetall(this.#keys.call(lane, p.call.id));
+          p.resolve({ created: false, existing: existingRecord(p.call.id, lane, Object.entries(hash).flat()) });
+        } catch (error) {
+          p.reject(error);
+        }
+      }),
+    );
+  }
+
+  /**
+   * One Redis server: the records, the live lease counts and the job in one
+   * pipeline, records first — one write, one round trip.
+   * @throws the Redis error when the job was not added.
+   */
+  async #writeTogether(queue: Queue, client: RedisClient, pending: readonly PendingCall[], lane: string, tools: readonly string[]): Promise<Written> {
+    const pipeline = client.pipeline() as IRedisTransaction & Pick<ChainableCommander, 'eval' | 'zcount'>;
+    for (const { call } of pending) pipeline.eval(CREATE_CALL, 2, this.#keys.callLane(call.id), this.#keys.call(call.lane, call.id), ...createCallArgs(call, this.#retentionMs));
+    const now = Date.now();
+    for (const tool of tools) pipeline.zcount(this.#keys.catalogLeases(lane, tool), now, '+inf');
+    // Queued on the pipeline synchronously; its outcome is read from the pipeline's results below.
+    this.#job(queue, pending.map((p) => p.call.envelope)).addJob(pipeline).catch(() => undefined);
+    const results = (await pipeline.exec()) ?? [];
+    const added = results[pending.length + tools.length];
+    if (added === undefined || added[0] !== null) throw added?.[0] ?? new Error('the job was not added');
+    return { records: results.slice(0, pending.length), live: new Map(tools.map((tool, i) => [tool, Number(results[pending.length + i]?.[1] ?? 0)])) };
+  }
+
+  /**
+   * A Redis Cluster: a pipeline (like a script) may only touch keys of one
+   * slot, and each call's record lies in its own id's slot, the leases in the
+   * catalog's and the job in the queue's. So the records and the lease counts
+   * go out first, each to its shard (in parallel), and the job — carrying the
+   * calls whose record was created — only once they are written: a worker can
+   * still never take a job before its calls' records exist. Two round trips.
+   * @throws the Redis error when the job was not added.
+   */
+  async #writeApart(queue: Queue, client: RedisClient, pending: readonly PendingCall[], lane: string, tools: readonly string[]): Promise<Written> {
+    const settle = (reply: Promise<unknown>): Promise<[Error | null, unknown]> => reply.then((value) => [null, value] as [null, unknown], (error: unknown) => [error instanceof Error ? error : new Error(String(error)), undefined]);
+    const now = Date.now();
+    const [records, counts] = await Promise.all([
+      Promise.all(pending.map(({ call }) => settle(this.#redis.eval(CREATE_CALL, 2, this.#keys.callLane(call.id), this.#keys.call(call.lane, call.id), ...createCallArgs(call, this.#retentionMs))))),
+      Promise.all(tools.map((tool) => this.#redis.zcount(this.#keys.catalogLeases(lane, tool), now, '+inf'))),
+    ]);
+    const created = pending.filter((_, i) => records[i]?.[0] === null && records[i]?.[1] === 0);
+    if (created.length > 0) await this.#job(queue, created.map((p) => p.call.envelope)).addJob(client);
+    return { records, live: new Map(tools.map((tool, i) => [tool, counts[i] ?? 0])) };
+  }
+
+  /** The job carrying a flush's calls: the envelope itself for a lone call, else a batch. */
+  #job(queue: Queue, envelopes: readonly CallEnvelope[]): Job {
+    const first = envelopes[0]!;
+    return envelopes.length === 1 ? new Job(queue, first.call.name, first, JOB_OPTIONS) : new Job(queue, 'batch', { v: 1, batch: [...envelopes] } satisfies CallBatch, JOB_OPTIONS);
   }
 
   async close(): Promise<void> {

@@ -1,25 +1,82 @@
-import { Redis, type RedisOptions } from 'ioredis';
+import type { RedisTarget } from '@forge-fleet/shared';
+import { Cluster, Redis, type RedisOptions } from 'ioredis';
+
+/**
+ * A connection to the fleet's Redis: one server, or a Redis Cluster. Both
+ * speak the same commands; what differs is that on a cluster one command,
+ * script or pipeline may only touch keys of one slot (see docs/cluster.md).
+ */
+export type RedisConnection = Redis | Cluster;
+
+/** Where a connection reports its errors (a pino logger fits). */
+export interface ConnectionLog {
+  warn(fields: object, message: string): void;
+}
+
+/** One line per connection per this many ms while Redis stays away: reconnection attempts fail several times a second. */
+const ERROR_LOG_INTERVAL_MS = 10_000;
 
 /**
  * Opens a connection for one role. BullMQ workers and blocking readers need
  * `maxRetriesPerRequest: null` (a blocking command must not be cut short by
  * the retry limit); request-path and queue connections keep a limit so a
  * Redis outage surfaces as an error instead of a hang.
+ *
+ * A cluster target opens an ioredis `Cluster`: it reads the slot map from the
+ * seed nodes and sends each command to the shard that owns its keys; the
+ * per-node options (credentials, TLS, retries, connection name) go to every
+ * node it connects to.
+ *
+ * With `log`, connection errors (refused, reset: Redis restarting or cut off)
+ * go there as warnings, at most one per {@link ERROR_LOG_INTERVAL_MS}; without
+ * one, ioredis prints each as an "Unhandled error event" stack trace on
+ * stderr, outside the JSON log. ioredis reconnects by itself either way.
  */
-export function connectRedis(url: string, role: 'command' | 'blocking' | 'queue', options: RedisOptions = {}): Redis {
-  return new Redis(url, {
+export function connectRedis(target: RedisTarget, role: 'command' | 'blocking' | 'queue', log?: ConnectionLog): RedisConnection {
+  const connection = open(target, role);
+  if (log !== undefined) {
+    let lastLogged = 0;
+    let missed = 0;
+    connection.on('error', (err: unknown) => {
+      const now = Date.now();
+      if (now - lastLogged < ERROR_LOG_INTERVAL_MS) {
+        missed++;
+        return;
+      }
+      log.warn({ err, role, ...(missed > 0 ? { since: missed } : {}) }, 'Redis connection error; reconnecting');
+      lastLogged = now;
+      missed = 0;
+    });
+  }
+  return connection;
+}
+
+function open(target: RedisTarget, role: 'command' | 'blocking' | 'queue'): RedisConnection {
+  // Auto-pipelining batches the many small commands of the request path into one write per turn (on a cluster,
+  // one per shard). A BullMQ queue's connection gets none: BullMQ defines dozens of scripts on it, and ioredis
+  // copies all of them onto every pipeline it makes.
+  const enableAutoPipelining = role === 'command';
+  const nodeOptions: RedisOptions = {
     maxRetriesPerRequest: role === 'blocking' ? null : 3,
-    // Auto-pipelining batches the many small commands of the request path into one write per turn. A BullMQ
-    // queue's connection gets none: BullMQ defines dozens of scripts on it, and ioredis copies all of them onto
-    // every pipeline it makes.
-    enableAutoPipelining: role === 'command',
     connectionName: `forge-${role}`,
-    ...options,
-  });
+  };
+  if (target.kind === 'server') return new Redis(target.url, { ...nodeOptions, enableAutoPipelining });
+  return new Cluster(
+    target.nodes.map((n) => ({ host: n.host, port: n.port })),
+    {
+      enableAutoPipelining,
+      redisOptions: {
+        ...(target.username === undefined ? {} : { username: target.username }),
+        ...(target.password === undefined ? {} : { password: target.password }),
+        ...(target.tls ? { tls: {} } : {}),
+        ...nodeOptions,
+      },
+    },
+  );
 }
 
 /** Closes a connection without throwing when it is already closed. */
-export async function closeRedis(redis: Redis): Promise<void> {
+export async function closeRedis(redis: RedisConnection): Promise<void> {
   try {
     await redis.quit();
   } catch {

@@ -1,5 +1,5 @@
 import { type CallProgress, type FleetKeys, ReplyMessage, type ResultReply } from '@forge-fleet/shared';
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from './redis.js';
 
 /**
  * How long an undrained reply list lives. A dispatcher drains its list
@@ -19,7 +19,7 @@ export class ReplyPublisher {
   readonly #expiresRenewed = new Map<string, number>();
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisConnection,
     private readonly keys: FleetKeys,
   ) {}
 
@@ -44,7 +44,7 @@ export class ReplyPublisher {
 }
 
 /** One-off form of {@link ReplyPublisher.publish}, for rare paths (cancel, expiry). */
-export async function publishReply(redis: Redis, keys: FleetKeys, lane: string, targets: readonly string[], message: ReplyMessage): Promise<void> {
+export async function publishReply(redis: RedisConnection, keys: FleetKeys, lane: string, targets: readonly string[], message: ReplyMessage): Promise<void> {
   await new ReplyPublisher(redis, keys).publish(lane, targets, message);
 }
 
@@ -57,7 +57,7 @@ type ProgressListener = (progress: CallProgress) => void;
  * connection and hands each result to the requests waiting for that call.
  */
 export class ReplyInbox {
-  readonly #redis: Redis;
+  readonly #redis: RedisConnection;
   readonly #keys: FleetKeys;
   readonly #dispatcherId: string;
   /** The reply lists read, one per lane; read in turn so a busy lane cannot starve another. */
@@ -75,7 +75,7 @@ export class ReplyInbox {
    * @param redis a connection used for nothing else (it blocks).
    * @param batch replies taken per read. @defaultValue 512
    */
-  constructor(redis: Redis, keys: FleetKeys, dispatcherId: string, options: { batch?: number; lanes?: readonly string[]; onError?: (error: unknown) => void } = {}) {
+  constructor(redis: RedisConnection, keys: FleetKeys, dispatcherId: string, options: { batch?: number; lanes?: readonly string[]; onError?: (error: unknown) => void } = {}) {
     this.#redis = redis;
     this.#keys = keys;
     this.#dispatcherId = dispatcherId;

@@ -1,19 +1,42 @@
-import type { Redis } from 'ioredis';
+import { createHash } from 'node:crypto';
+import type { RedisConnection } from './redis.js';
 
 /**
- * Defines a Lua script once per connection (ioredis sends EVALSHA and falls
- * back to EVAL after a SCRIPT FLUSH) and returns a function that runs it.
+ * Returns a function that runs a Lua script: by EVALSHA, falling back to
+ * EVAL when the server does not hold the script (a restart, a SCRIPT FLUSH).
+ * A script of a fixed number of keys is defined once per connection as an
+ * ioredis command, which does just that.
+ *
+ * A script of a variable number of keys is sent as a plain EVALSHA (EVAL when
+ * the server does not know it yet), not as a command defined on the
+ * connection: ioredis's auto-pipelining files a defined command under the
+ * slot of its first argument, which for `numkeys key…` is the key count. On a
+ * Redis Cluster the script would be queued with the commands of whichever
+ * shard serves the slot of "2", and the pipeline refused. EVALSHA is a command
+ * ioredis knows, so it finds the keys where they are (the ioredis pinned here
+ * does; older ones did not: redis/ioredis#2109). Fixed-arity scripts are
+ * unaffected: their first argument is their first key.
  */
 export function luaScript<R>(
-  redis: Redis,
+  redis: RedisConnection,
   name: string,
   numberOfKeys: number | 'variable',
   lua: string,
 ): (keys: readonly string[], args: readonly (string | number)[]) => Promise<R> {
+  if (numberOfKeys === 'variable') {
+    const sha = createHash('sha1').update(lua).digest('hex');
+    return async (keys, args) => {
+      try {
+        return (await redis.evalsha(sha, keys.length, ...keys, ...args)) as R;
+      } catch (error) {
+        if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
+        return (await redis.eval(lua, keys.length, ...keys, ...args)) as R;
+      }
+    };
+  }
   const commands = redis as unknown as Record<string, (...a: (string | number)[]) => Promise<R>>;
-  if (typeof commands[name] !== 'function') redis.defineCommand(name, numberOfKeys === 'variable' ? { lua } : { numberOfKeys, lua });
+  if (typeof commands[name] !== 'function') redis.defineCommand(name, { numberOfKeys, lua });
   return (keys, args) => {
-    if (numberOfKeys === 'variable') return commands[name]!(keys.length, ...keys, ...args);
     if (keys.length !== numberOfKeys) throw new Error(`script ${name} takes ${numberOfKeys} keys, got ${keys.length}`);
     return commands[name]!(...keys, ...args);
   };

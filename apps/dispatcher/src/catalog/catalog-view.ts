@@ -1,6 +1,5 @@
 import { laneOf, NoWorkerError, parseToolDefinition, RegistryError, TIERS, type ToolDefinition, ToolNotFoundError } from '@forge-fleet/shared';
-import { type Catalog, queueFor } from '@forge-fleet/store';
-import type { Redis } from 'ioredis';
+import { type Catalog, queueFor, type RedisConnection } from '@forge-fleet/store';
 import type { Logger } from 'pino';
 
 interface Entry {
@@ -37,7 +36,7 @@ export class CatalogView {
    * Reads the catalog, then keeps it fresh: periodically, and at once when
    * `changes` (a subscriber connection) hears a worker join or leave.
    */
-  async start(changes?: { subscriber: Redis; channel: string }): Promise<void> {
+  async start(changes?: { subscriber: RedisConnection; channel: string }): Promise<void> {
     if (changes !== undefined) {
       await changes.subscriber.subscribe(changes.channel);
       // The subscriber may carry other channels too.

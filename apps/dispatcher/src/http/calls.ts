@@ -2,7 +2,6 @@ import { setMaxListeners } from 'node:events';
 import { PassThrough } from 'node:stream';
 import {
   type CallView,
-  InternalError,
   isFinalStatus,
   isFleetError,
   MAX_WAIT_MS,
@@ -15,7 +14,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { type Authenticator, type Caller, requireRole } from '../auth/authenticator.js';
 import type { CallService } from '../pipeline/call-service.js';
-import { badRequest, errorBody, parseRequest } from './errors.js';
+import { asFleetError, badRequest, errorBody, parseRequest } from './errors.js';
 
 /** `?wait=<ms>`: how long a request holds out for the call to end (also described by openapi.ts). */
 export const WaitQuery = z.object({
@@ -79,7 +78,7 @@ export function callRoutes(calls: CallService, auth: Authenticator) {
           (view) => write(index, view),
           (error: unknown) => {
             if (!isFleetError(error)) request.log.error({ err: error }, 'batch call failed');
-            write(index, errorBody(isFleetError(error) ? error : new InternalError(error instanceof Error ? error.message : String(error), { cause: error })));
+            write(index, errorBody(asFleetError(error)));
           },
         );
       });

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '@forge-fleet/store';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 
@@ -35,8 +35,8 @@ export interface McpCancelBus {
  */
 export class RedisMcpCancelBus implements McpCancelBus {
   constructor(
-    private readonly redis: Redis,
-    private readonly subscriber: Redis,
+    private readonly redis: RedisConnection,
+    private readonly subscriber: RedisConnection,
     private readonly channel: string,
     private readonly dispatcherId: string,
     private readonly log: Logger,

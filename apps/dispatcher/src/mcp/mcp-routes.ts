@@ -18,6 +18,7 @@ import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import type { DecisionAudit } from '../audit/decisions.js';
 import { type Authenticator, type Caller, requireRole } from '../auth/authenticator.js';
 import type { CatalogView } from '../catalog/catalog-view.js';
+import { asFleetError } from '../http/errors.js';
 import { dispatcherVersion } from '../http/openapi.js';
 import type { CallService } from '../pipeline/call-service.js';
 import { refusalOf, toCallToolResult } from './call-results.js';
@@ -129,8 +130,8 @@ async function callTool(cx: Context, request: CallToolRequest, extra: Extra, clo
         view = await calls.get(id, progressToken === undefined ? MAX_WAIT_MS : PROGRESS_INTERVAL_MS, cx.caller, cancelled.signal);
       }
     } catch (error) {
-      if (isFleetError(error)) return refusalOf(error, call);
-      throw error;
+      // Redis away answers UNAVAILABLE (an isError result the client may retry), as on /v1.
+      return refusalOf(asFleetError(error), call);
     }
     if (cancelled.signal.aborted && !isFinalStatus(view.status)) {
       let after: CallView;

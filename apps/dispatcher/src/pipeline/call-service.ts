@@ -22,9 +22,8 @@ import {
   type SubmitCallRequest,
   type ToolCall,
 } from '@forge-fleet/shared';
-import { type CallRecord, type CallStore, publishReply, queueFor, type ReplyInbox, type Submitted, type TierQueues, viewOf } from '@forge-fleet/store';
+import { type CallRecord, type CallStore, publishReply, queueFor, type RedisConnection, type ReplyInbox, type Submitted, type TierQueues, viewOf } from '@forge-fleet/store';
 import type { ToolTracer, TraceCarrier } from '@forge-fleet/telemetry';
-import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { DecisionAudit } from '../audit/decisions.js';
 import type { Caller } from '../auth/authenticator.js';
@@ -34,7 +33,7 @@ import type { CallSigner } from '../signing/call-signer.js';
 
 export interface CallServiceDeps {
   readonly dispatcherId: string;
-  readonly redis: Redis;
+  readonly redis: RedisConnection;
   readonly keys: FleetKeys;
   readonly store: CallStore;
   readonly queues: TierQueues;

@@ -26,17 +26,18 @@ import {
   type ToolResult,
   type CallStatus,
   type AuditLogger,
+  type RedisTarget,
   WorkerLostError,
 } from '@forge-fleet/shared';
-import { Catalog, CallStore, closeRedis, connectRedis, openQueue, RedisAuditLogger, RedisRiskSignalQueue, ReplyPublisher } from '@forge-fleet/store';
+import { Catalog, CallStore, closeRedis, connectRedis, openQueue, RedisAuditLogger, type RedisConnection, RedisRiskSignalQueue, ReplyPublisher } from '@forge-fleet/store';
 import { type FleetMetrics, MeteredAuditLogger, type ToolTracer } from '@forge-fleet/telemetry';
 import { type Job, type Queue, UnrecoverableError, Worker } from 'bullmq';
-import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 
 /** How a worker pool runs. */
 export interface WorkerPoolOptions {
-  readonly redisUrl: string;
+  /** The fleet's Redis (REDIS_URL): one server or a Redis Cluster. */
+  readonly redis: RedisTarget;
   readonly prefix: string;
   readonly tier: Tier;
   /** Host pools only. */
@@ -65,6 +66,9 @@ export interface WorkerPoolOptions {
   readonly tracer?: ToolTracer | undefined;
   readonly log: Logger;
 }
+
+/** How long a call-state step is retried through a Redis outage before the worker gives the call up (its lock has long expired by then: another worker answers it as lost). */
+const OUTAGE_LIMIT_MS = 10 * 60 * 1000;
 
 /** Runs at most `limit` tasks at once; the rest wait their turn in order. */
 class Slots {
@@ -103,14 +107,14 @@ export class WorkerPool {
   readonly #o: WorkerPoolOptions;
   readonly #tools: Map<string, Tool>;
   readonly #keys;
-  #redis: Redis | undefined;
-  #subscriber: Redis | undefined;
+  #redis: RedisConnection | undefined;
+  #subscriber: RedisConnection | undefined;
   #worker: Worker | undefined;
   #store: CallStore | undefined;
   #catalog: Catalog | undefined;
   #queue: Queue | undefined;
-  #queueConnection: Redis | undefined;
-  #workerConnection: Redis | undefined;
+  #queueConnection: RedisConnection | undefined;
+  #workerConnection: RedisConnection | undefined;
   #replies: ReplyPublisher | undefined;
   #audit: AuditLogger | undefined;
   #risk: RedisRiskSignalQueue | undefined;
@@ -141,7 +145,7 @@ export class WorkerPool {
    */
   async start(): Promise<void> {
     const o = this.#o;
-    this.#redis = connectRedis(o.redisUrl, 'command');
+    this.#redis = connectRedis(o.redis, 'command', o.log);
     this.#store = new CallStore(this.#redis, this.#keys, o.retentionMs);
     this.#catalog = new Catalog(this.#redis, this.#keys);
     this.#replies = new ReplyPublisher(this.#redis, this.#keys);
@@ -156,14 +160,14 @@ export class WorkerPool {
     }, Math.max(100, Math.floor(o.leaseMs / 3)));
 
     // Cancellation is rare: one broadcast channel heard by every worker is enough.
-    this.#subscriber = connectRedis(o.redisUrl, 'blocking');
+    this.#subscriber = connectRedis(o.redis, 'blocking', o.log);
     await this.#subscriber.subscribe(this.#keys.cancelChannel(this.lane));
     this.#subscriber.on('message', (_channel: string, callId: string) => {
       this.#active.get(callId)?.abort('cancelled by its caller');
     });
 
     this.#worker = new Worker(this.queue, (job, _token, signal) => this.#process(job, signal), {
-      connection: (this.#workerConnection = connectRedis(o.redisUrl, 'blocking')),
+      connection: (this.#workerConnection = connectRedis(o.redis, 'blocking', o.log)),
       prefix: o.prefix,
       // Governed from here on (see #govern): a job is fetched only when a call slot is spare.
       concurrency: 1,
@@ -189,7 +193,7 @@ export class WorkerPool {
    */
   #retryQueue(): Queue {
     if (this.#queue === undefined) {
-      this.#queueConnection = connectRedis(this.#o.redisUrl, 'queue');
+      this.#queueConnection = connectRedis(this.#o.redis, 'queue', this.#o.log);
       this.#queue = openQueue(this.#queueConnection, this.#o.prefix, this.queue);
     }
     return this.#queue;
@@ -248,7 +252,8 @@ export class WorkerPool {
       result = errorResult(envelope.call, limit);
       json = JSON.stringify(result);
     }
-    const targets = await this.#store!.finish(this.lane, id, status, result, onlyFrom === undefined ? { replyTo: envelope.replyTo, resultJson: json } : { onlyFrom, replyTo: envelope.replyTo, resultJson: json });
+    const finishOptions = onlyFrom === undefined ? { replyTo: envelope.replyTo, resultJson: json } : { onlyFrom, replyTo: envelope.replyTo, resultJson: json };
+    const targets = await this.#durably('finish', id, () => this.#store!.finish(this.lane, id, status, result, finishOptions));
     if (targets === undefined) return;
     if (status === 'completed' || status === 'failed') {
       const audited = this.#audit!.record({
@@ -264,6 +269,29 @@ export class WorkerPool {
       Promise.resolve(audited).catch((err: unknown) => this.#o.log.error({ err, callId: id }, 'could not audit a call outcome'));
     }
     if (targets.length > 0) await this.#replies!.publish(this.lane, targets, { v: 1, id, status, result });
+  }
+
+  /**
+   * Runs a call-state step until Redis takes it. The step's outcome is what
+   * the call's one final answer depends on (its result is only in this
+   * process's memory until `finish` lands), so a Redis outage must delay it,
+   * never drop it: the connection fails a command after a few reconnection
+   * attempts, and this tries again with backoff (100 ms doubling to 2 s) for
+   * up to {@link OUTAGE_LIMIT_MS}, logging each failure. A step that a
+   * restarted Redis no longer needs (the call ended meanwhile) answers as such
+   * from its script.
+   */
+  async #durably<T>(step: string, callId: string, op: () => Promise<T>): Promise<T> {
+    const began = Date.now();
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await op();
+      } catch (err) {
+        if (Date.now() - began > OUTAGE_LIMIT_MS) throw err;
+        this.#o.log.warn({ err, callId, step, attempt }, 'Redis did not take a call step; trying again');
+        await new Promise((resolve) => setTimeout(resolve, Math.min(2000, 100 * 2 ** attempt)));
+      }
+    }
   }
 
   /**
@@ -371,7 +399,9 @@ export class WorkerPool {
       return;
     }
     const { definition, executor } = tool;
-    const { outcome, starts } = await this.#store!.start(this.lane, call.id, this.id, envelope.token);
+    // A start that cannot reach Redis is tried again: failing the job would leave its call queued for ever.
+    // (A start that did land but lost its reply is seen on the next try as a redelivery: never a second run.)
+    const { outcome, starts } = await this.#durably('start', call.id, () => this.#store!.start(this.lane, call.id, this.id, envelope.token));
     switch (outcome) {
       case 'missing':
       case 'superseded':
@@ -388,6 +418,12 @@ export class WorkerPool {
         log.info('call expired in the queue');
         return;
       case 'redelivered':
+        // Its lock lapsed (this worker was cut off from Redis) and the job came back here, where the first run
+        // still goes on: that run will answer; ending the call now would report a live run as lost.
+        if (this.#active.has(call.id)) {
+          log.info({ starts }, 'call redelivered to the worker still running it; the running one answers');
+          return;
+        }
         if (!definition.retryable || starts > this.#o.retryAttempts) {
           await this.#fail(envelope, new WorkerLostError(call.name, `its worker stopped answering (lock expired) during run ${starts - 1}`));
           log.warn({ starts }, 'call lost with its worker; not run again');
@@ -430,7 +466,7 @@ export class WorkerPool {
       const mayRetry = definition.retryable && (lostToShutdown || (code !== undefined && isErrorCode(code) && isRetryable(code))) && starts < this.#o.retryAttempts;
       if (mayRetry) {
         // Retries are jobs of their own, delayed with exponential backoff (a shutdown hands the call back at once).
-        await this.#store!.requeue(this.lane, call.id);
+        await this.#durably('requeue', call.id, () => this.#store!.requeue(this.lane, call.id));
         const delay = lostToShutdown ? 0 : this.#o.retryBackoffMs * 2 ** (starts - 1);
         try {
           await this.#retryQueue().add(call.name, envelope, { delay, removeOnComplete: true, removeOnFail: { age: 24 * 3600 } });

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { ConfigInvalidError } from '../errors/errors.js';
 import { DEFAULT_FLEET_PREFIX, FLEET_PREFIX_PATTERN } from '../queues/names.js';
+import { RedisUrl } from './redis-target.js';
 
 /**
  * Parses options or environment variables once, at start-up, and freezes the
@@ -17,11 +18,6 @@ export function parseConfig<S extends z.ZodType>(schema: S, input: unknown, what
   return Object.freeze(parsed.data);
 }
 
-/** `REDIS_URL`, required, with a message that says what to set. */
-export const RedisUrl = z
-  .string({ error: 'set REDIS_URL to the fleet Redis, e.g. redis://127.0.0.1:6379' })
-  .min(1, 'set REDIS_URL to the fleet Redis, e.g. redis://127.0.0.1:6379');
-
 /** A positive whole number read from the environment, with a default. */
 export const envInt = (defaultValue: number) => z.coerce.number().int().positive().default(defaultValue);
 
@@ -30,7 +26,7 @@ export const envInt = (defaultValue: number) => z.coerce.number().int().positive
  * agree on these); each app extends it with its own variables.
  */
 export const FleetEnv = z.object({
-  /** The fleet's Redis. */
+  /** The fleet's Redis: one server (`redis://…`) or a Redis Cluster (`redis+cluster://host:port,…`; docs/cluster.md). */
   REDIS_URL: RedisUrl,
   /** Namespaces every key and queue, so several fleets can share a Redis. @defaultValue "forge" */
   FORGE_PREFIX: z.string().regex(FLEET_PREFIX_PATTERN).default(DEFAULT_FLEET_PREFIX),

@@ -33,6 +33,7 @@ export const ErrorCode = {
   RESOURCE_LIMIT: 'RESOURCE_LIMIT',
   NOT_AWAITING_APPROVAL: 'NOT_AWAITING_APPROVAL',
   NOT_SPECULATABLE: 'NOT_SPECULATABLE',
+  UNAVAILABLE: 'UNAVAILABLE',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
@@ -60,6 +61,7 @@ export function isRetryable(code: ErrorCode): boolean {
     case ErrorCode.INTERNAL:
     case ErrorCode.NO_WORKER:
     case ErrorCode.WORKER_LOST:
+    case ErrorCode.UNAVAILABLE:
       return true;
     case ErrorCode.TOOL_NOT_FOUND:
     case ErrorCode.SCHEMA_VALIDATION:
@@ -106,6 +108,7 @@ export function httpStatusFor(code: ErrorCode): number {
     case ErrorCode.PAYLOAD_TOO_LARGE:
       return 413;
     case ErrorCode.NO_WORKER:
+    case ErrorCode.UNAVAILABLE:
       return 503;
     case ErrorCode.EXPIRED:
       return 410;

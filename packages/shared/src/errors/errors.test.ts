@@ -31,6 +31,7 @@ import {
   ResourceLimitError,
   NotAwaitingApprovalError,
   NotSpeculatableError,
+  UnavailableError,
 } from './errors.js';
 import { type FleetError, isFleetError } from './fleet-error.js';
 import { fromWireError, toWireError, WireError } from './wire.js';
@@ -66,6 +67,7 @@ const samples: Record<Exclude<ErrorCode, never>, FleetError> = {
   RESOURCE_LIMIT: new ResourceLimitError('loop', 'cpu', '2 s of CPU time'),
   NOT_AWAITING_APPROVAL: new NotAwaitingApprovalError('c-1', 'completed', 'it was decided already'),
   NOT_SPECULATABLE: new NotSpeculatableError('pay', 'it is not flagged speculatable'),
+  UNAVAILABLE: new UnavailableError('connection refused'),
 };
 
 describe('error codes', () => {

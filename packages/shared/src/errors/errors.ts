@@ -238,6 +238,18 @@ export class UnauthenticatedError extends FleetError {
   }
 }
 
+/**
+ * The fleet's Redis cannot be reached right now (restarting, failing over, a
+ * network cut): nothing was decided. Safe to send again — a call carries its
+ * id, so a submission sent twice is answered for, never run twice.
+ */
+export class UnavailableError extends FleetError {
+  readonly code = ErrorCode.UNAVAILABLE;
+  constructor(reason: string, options: { cause?: unknown } = {}) {
+    super(`the fleet's Redis cannot be reached right now (${reason}); send the request again in a moment`, { reason }, options);
+  }
+}
+
 /** The tool is known, but no live worker serves it right now. */
 export class NoWorkerError extends FleetError {
   readonly code = ErrorCode.NO_WORKER;

@@ -1,0 +1,207 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { FleetClient } from '@forge-fleet/client';
+import { freePort } from '@forge-fleet/local-redis';
+import { isFleetError, type ToolResult } from '@forge-fleet/shared';
+import { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { ROOT, TestFleet } from '../fixtures/fleet.js';
+import { redisUrl } from '../fixtures/redis.js';
+
+/**
+ * Faults with real processes, under load: a worker killed with SIGKILL, the
+ * fleet's Redis killed and restarted (AOF, `appendfsync always`), a dispatcher
+ * killed while agents wait on it. In every case each call the fleet accepted
+ * gets exactly one final answer, and no non-retryable call runs twice. The
+ * figures of each run (calls, outcomes, time to recover) are written to
+ * `.test-results/reliability.json` for docs/reliability.md.
+ */
+
+const figures: Record<string, unknown> = {};
+afterAll(() => {
+  mkdirSync(join(ROOT, '.test-results'), { recursive: true });
+  writeFileSync(join(ROOT, '.test-results', 'reliability.json'), `${JSON.stringify(figures, null, 2)}\n`);
+});
+
+/** How each call of a run ended, by outcome (`completed`, or the error code). */
+function tally(outcomes: readonly (ToolResult | Error)[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const outcome of outcomes) {
+    const key = outcome instanceof Error ? (isFleetError(outcome) ? `rejected:${outcome.code}` : `error:${outcome.message}`) : outcome.isError ? (outcome.error?.code ?? 'failed') : 'completed';
+    counts[key] = (counts[key] ?? 0) + 1;
+  }
+  return counts;
+}
+
+const settle = <T,>(promise: Promise<T>): Promise<T | Error> => promise.catch((error: unknown) => (error instanceof Error ? error : new Error(String(error))));
+
+/** A redis-server with AOF fsynced on every write, killable and restartable on the same port and directory. */
+class DurableRedis {
+  readonly dir = mkdtempSync(join(tmpdir(), 'forge-aof-'));
+  #child: ChildProcess | undefined;
+  constructor(readonly port: number) {}
+
+  get url(): string {
+    return `redis://127.0.0.1:${this.port}`;
+  }
+
+  async start(): Promise<void> {
+    const args = ['--port', String(this.port), '--bind', '127.0.0.1', '--dir', this.dir, '--save', '', '--appendonly', 'yes', '--appendfsync', 'always'];
+    this.#child = spawn('redis-server', args, { stdio: 'ignore' });
+    const probe = new Redis(this.url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    // Refusals while it starts are expected; each attempt's outcome is read below.
+    probe.on('error', () => undefined);
+    try {
+      for (let i = 0; i < 400; i++) {
+        try {
+          if (probe.status !== 'ready') await probe.connect();
+          // Loading the AOF answers LOADING until it is done.
+          if ((await probe.ping()) === 'PONG') return;
+        } catch {
+          probe.disconnect();
+          await new Promise((r) => setTimeout(r, 25));
+        }
+      }
+      throw new Error(`redis-server on ${this.port} did not come up`);
+    } finally {
+      probe.disconnect();
+    }
+  }
+
+  /** SIGKILL: nothing is flushed at exit; what survives is what `appendfsync always` wrote before each reply. */
+  async kill(): Promise<void> {
+    const child = this.#child;
+    if (child === undefined || child.exitCode !== null) return;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGKILL');
+    await exited;
+  }
+
+  async stop(): Promise<void> {
+    await this.kill();
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+describe('faults survived under load', () => {
+  let fleet: TestFleet;
+  let counters: Redis;
+  let clients: FleetClient[] = [];
+  const runs = async (ids: readonly string[]): Promise<number[]> => (await counters.mget(ids.map((id) => `${fleet.prefix}:test:runs:{${id}}`))).map((v) => Number(v ?? 0));
+
+  beforeEach(() => {
+    fleet = new TestFleet();
+    counters = new Redis(redisUrl());
+    clients = [];
+  });
+
+  afterEach(async () => {
+    await Promise.all(clients.map((c) => c.close()));
+    counters.disconnect();
+    await fleet.stopAll();
+  });
+
+  it('kill -9 of a worker mid-load: every call ends once — retryable ones re-run elsewhere, the others WORKER_LOST, none run twice', async () => {
+    const [doomed] = await Promise.all([fleet.worker({ tier: 'platform', concurrency: 32 }), fleet.worker({ tier: 'platform', concurrency: 32 })]);
+    const { url } = await fleet.dispatcher();
+    const client = new FleetClient({ url });
+    clients.push(client);
+    const calls = Array.from({ length: 400 }, (_, i) => ({ id: `kill9-${i}-${randomUUID()}`, tool: i % 2 === 0 ? 'work' : 'work_retryable' }));
+    const answers = calls.map((c) => settle(client.call(c.tool, { ms: 150 }, { id: c.id, timeoutMs: 60_000 })));
+    // Kill once the doomed worker holds calls: the first run counters show the load is on.
+    for (let i = 0; i < 400 && (await runs(calls.map((c) => c.id))).filter((n) => n > 0).length < 80; i++) await new Promise((r) => setTimeout(r, 10));
+    const killedAt = Date.now();
+    await doomed.stop('SIGKILL');
+    const outcomes = await Promise.all(answers);
+    const lastAnswerMs = Date.now() - killedAt;
+
+    const runCounts = await runs(calls.map((c) => c.id));
+    calls.forEach((call, i) => {
+      const outcome = outcomes[i]!;
+      expect(outcome, call.id).not.toBeInstanceOf(Error);
+      const result = outcome as ToolResult;
+      if (call.tool === 'work') {
+        // Non-retryable: at most one run, whatever happened to its worker.
+        expect(runCounts[i], call.id).toBeLessThanOrEqual(1);
+        if (result.isError) expect(result.error?.code, call.id).toBe('WORKER_LOST');
+      } else {
+        expect(result.isError, `${call.id}: ${result.content}`).toBe(false);
+      }
+    });
+    // Each call's record holds the one answer its agent got.
+    const views = await Promise.all(calls.slice(0, 50).map((c) => client.get(c.id)));
+    views.forEach((view, i) => expect(view.result).toEqual(outcomes[i]));
+    const lost = outcomes.filter((o) => !(o instanceof Error) && o.error?.code === 'WORKER_LOST').length;
+    expect(lost).toBeGreaterThan(0);
+    figures.workerKill9 = { calls: calls.length, outcomes: tally(outcomes), retryableReRun: runCounts.filter((n, i) => calls[i]!.tool === 'work_retryable' && n > 1).length, lastAnswerAfterKillMs: lastAnswerMs };
+  });
+
+  it('Redis killed and restarted under load (AOF, appendfsync always): no accepted call is lost, and every process reconnects by itself', async () => {
+    const durable = new DurableRedis(await freePort());
+    try {
+      await durable.start();
+      const env = { REDIS_URL: durable.url, FORGE_TEST_REDIS_URL: redisUrl() };
+      await Promise.all([fleet.worker({ tier: 'platform', concurrency: 32, env }), fleet.worker({ tier: 'platform', concurrency: 32, env })]);
+      const { url } = await fleet.dispatcher(env);
+      const client = new FleetClient({ url, retryWindowMs: 60_000 });
+      clients.push(client);
+
+      const calls = Array.from({ length: 600 }, (_, i) => ({ id: `aof-${i}-${randomUUID()}`, tool: i % 2 === 0 ? 'work' : 'work_retryable' }));
+      // Spread over time so that submissions, runs and results all meet the outage.
+      const answers = calls.map(async (c, i) => {
+        await new Promise((r) => setTimeout(r, Math.floor(i / 50) * 150));
+        return settle(client.call(c.tool, { ms: 100 }, { id: c.id, timeoutMs: 120_000 }));
+      });
+      for (let i = 0; i < 500 && (await runs(calls.map((c) => c.id))).filter((n) => n > 0).length < 150; i++) await new Promise((r) => setTimeout(r, 10));
+      await durable.kill();
+      const downAt = Date.now();
+      await new Promise((r) => setTimeout(r, 1500));
+      await durable.start();
+      const restartedAt = Date.now();
+
+      // A call submitted after the restart is served: the fleet found its way back without help.
+      const probe = await client.call('work', { ms: 0 }, { id: `aof-probe-${randomUUID()}`, timeoutMs: 60_000 });
+      const recoveredMs = Date.now() - restartedAt;
+      expect(probe.isError).toBe(false);
+
+      const outcomes = await Promise.all(answers);
+      const runCounts = await runs(calls.map((c) => c.id));
+      calls.forEach((call, i) => {
+        const outcome = outcomes[i]!;
+        expect(outcome instanceof Error ? `${outcome.message}` : 'answered', call.id).toBe('answered');
+        const result = outcome as ToolResult;
+        if (call.tool === 'work') expect(runCounts[i], call.id).toBeLessThanOrEqual(1);
+        if (result.isError) expect(['WORKER_LOST', 'EXECUTION_FAILED'], `${call.id}: ${result.content}`).toContain(result.error?.code);
+      });
+      figures.redisRestart = { calls: calls.length, downMs: restartedAt - downAt, firstCallAfterRestartMs: recoveredMs, outcomes: tally(outcomes), nonRetryableRunTwice: runCounts.filter((n, i) => calls[i]!.tool === 'work' && n > 1).length };
+    } finally {
+      await durable.stop();
+    }
+  }, 180_000);
+
+  it('a dispatcher killed with agents waiting on it: they re-wait on another and get every result, each call run once', async () => {
+    await Promise.all([fleet.worker({ tier: 'platform', concurrency: 64 }), fleet.worker({ tier: 'platform', concurrency: 64 })]);
+    const [first, second] = await Promise.all([fleet.dispatcher(), fleet.dispatcher()]);
+    // Eight agents; each knows both dispatchers and starts on the first.
+    const agents = Array.from({ length: 8 }, () => new FleetClient({ url: [first.url, second.url] }));
+    clients.push(...agents);
+    const calls = Array.from({ length: 800 }, (_, i) => ({ id: `dkill-${i}-${randomUUID()}`, agent: agents[i % agents.length]! }));
+    const answers = calls.map((c) => settle(c.agent.call('work', { ms: 300 }, { id: c.id, timeoutMs: 60_000 })));
+    for (let i = 0; i < 400 && (await runs(calls.map((c) => c.id))).filter((n) => n > 0).length < 100; i++) await new Promise((r) => setTimeout(r, 10));
+    const killedAt = Date.now();
+    await first.stop('SIGKILL');
+    const outcomes = await Promise.all(answers);
+    const lastAnswerMs = Date.now() - killedAt;
+    const runCounts = await runs(calls.map((c) => c.id));
+    calls.forEach((call, i) => {
+      const outcome = outcomes[i]!;
+      expect(outcome instanceof Error ? outcome.message : 'answered', call.id).toBe('answered');
+      expect((outcome as ToolResult).isError, call.id).toBe(false);
+      expect(runCounts[i], call.id).toBe(1);
+    });
+    figures.dispatcherKill9 = { calls: calls.length, agents: agents.length, outcomes: tally(outcomes), lastAnswerAfterKillMs: lastAnswerMs };
+  });
+});
