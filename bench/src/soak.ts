@@ -6,7 +6,10 @@
  * that the worker executed each call once (its own /metrics count); and
  * samples Redis memory and process memory as it goes, to show Redis memory
  * bounded by the retention setting and process memory flat.
- * Writes bench/results/soak-<date>.json and prints a summary.
+ * Writes bench/results/soak-<date>.json (or SOAK_OUT) and prints a summary;
+ * exits 1 when a call was lost, answered twice or wrongly, failed, or ran
+ * other than once. SOAK_FROM_SOURCE=1 runs the apps from their TypeScript
+ * sources (as the tests do) instead of the built bins.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -24,6 +27,12 @@ const INFLIGHT = Number(process.env.SOAK_INFLIGHT ?? 256);
 /** Short, so that a 100k run outlives it several times and the records' expiry shows in Redis memory. */
 const RETENTION_MS = Number(process.env.SOAK_RETENTION_MS ?? 20_000);
 const SAMPLE_MS = 2000;
+const FROM_SOURCE = process.env.SOAK_FROM_SOURCE === '1';
+
+/** How to start an app: its built bin (as shipped), or its source through tsx. */
+function appArgs(app: 'dispatcher' | 'worker'): string[] {
+  return FROM_SOURCE ? ['--conditions=forge-source', '--import', 'tsx', `apps/${app}/src/main.ts`] : nodeArgsFor(`apps/${app}/bin/forge-${app}.js`);
+}
 
 function start(args: readonly string[], env: Record<string, string>): ChildProcess & { out: string } {
   const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] }) as ChildProcess & { out: string };
@@ -51,8 +60,8 @@ const port = await freePort();
 const metricsPort = await freePort();
 const url = `http://127.0.0.1:${port}`;
 const env = { REDIS_URL: redisServer.url, FORGE_PREFIX: 'soak', LOG_LEVEL: 'warn', FORGE_RESULT_RETENTION_MS: String(RETENTION_MS) };
-const dispatcher = start(nodeArgsFor('apps/dispatcher/bin/forge-dispatcher.js'), { ...env, ...secrets.dispatcher, PORT: String(port) });
-const worker = start([...nodeArgsFor('apps/worker/bin/forge-worker.js'), '--tier', 'platform', '--tools', 'bench/src/tools.ts', '--concurrency', '256'], {
+const dispatcher = start(appArgs('dispatcher'), { ...env, ...secrets.dispatcher, PORT: String(port) });
+const worker = start([...appArgs('worker'), '--tier', 'platform', '--tools', 'bench/src/tools.ts', '--concurrency', '256'], {
   ...env,
   ...secrets.platformWorker,
   FORGE_METRICS_PORT: String(metricsPort),
@@ -146,8 +155,8 @@ try {
     },
     samples,
   };
-  mkdirSync(join(ROOT, 'bench', 'results'), { recursive: true });
-  const file = join(ROOT, 'bench', 'results', `soak-${result.date.slice(0, 10)}.json`);
+  const file = process.env.SOAK_OUT ?? join(ROOT, 'bench', 'results', `soak-${result.date.slice(0, 10)}.json`);
+  mkdirSync(dirname(file), { recursive: true });
   writeFileSync(file, `${JSON.stringify(result, null, 2)}\n`);
   const { samples: _all, ...summary } = result;
   process.stdout.write(`${JSON.stringify(summary, null, 2)}\nwritten: ${file}\n`);

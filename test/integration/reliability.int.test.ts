@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FleetClient } from '@forge-fleet/client';
 import { freePort } from '@forge-fleet/local-redis';
-import { isFleetError, type ToolResult } from '@forge-fleet/shared';
+import { fleetKeys, isFleetError, type ToolResult } from '@forge-fleet/shared';
+import { CallStore } from '@forge-fleet/store';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ROOT, TestFleet } from '../fixtures/fleet.js';
@@ -181,6 +182,41 @@ describe('faults survived under load', () => {
       await durable.stop();
     }
   }, 180_000);
+
+  it('a call whose record was written without its job (Redis died between the two) runs once when its id is submitted again', async () => {
+    await fleet.worker({ tier: 'platform' });
+    const { url } = await fleet.dispatcher();
+    const client = new FleetClient({ url });
+    clients.push(client);
+    const id = `orphan-${randomUUID()}`;
+    // What the dead write left: the record, queued for 10 s, and no job anywhere.
+    const store = new CallStore(counters, fleetKeys(fleet.prefix), 60_000);
+    const envelope = { v: 1 as const, call: { id, name: 'work', arguments: { ms: 0 } }, tier: 'platform' as const, replyTo: 'a-dead-dispatcher', enqueuedAt: Date.now() - 10_000, token: 'lost-job' };
+    expect(await store.create({ id, lane: 'platform', name: 'work', status: 'queued', replyTo: 'a-dead-dispatcher', envelope })).toEqual({ created: true });
+    const result = await client.call('work', { ms: 0 }, { id, timeoutMs: 15_000 });
+    expect(result.isError).toBe(false);
+    expect(await runs([id])).toEqual([1]);
+  });
+
+  it('a resubmission of a call still waiting behind others re-enqueues it, and it still runs exactly once', async () => {
+    await fleet.worker({ tier: 'platform', concurrency: 1 });
+    const dispatcher = await fleet.dispatcher();
+    const client = new FleetClient({ url: dispatcher.url });
+    clients.push(client);
+    const [blocker, waiting] = [`blocker-${randomUUID()}`, `waiting-${randomUUID()}`];
+    await client.submit('gated', {}, { id: blocker });
+    expect(await counters.blpop(`${fleet.prefix}:test:started:{${blocker}}`, 15)).not.toBeNull();
+    expect((await client.submit('work', { ms: 0 }, { id: waiting })).status).toBe('queued');
+    // Queued past the take-over threshold, then submitted again (a client retrying after a lost answer).
+    await new Promise((r) => setTimeout(r, 2200));
+    expect((await client.submit('work', { ms: 0 }, { id: waiting })).status).toBe('queued');
+    await counters.lpush(`${fleet.prefix}:test:release:{${blocker}}`, '1');
+    const result = await client.wait(waiting, { timeoutMs: 15_000 });
+    expect(result.isError, result.content).toBe(false);
+    expect(await runs([waiting])).toEqual([1]);
+    // It was taken over (a second job), and the first job was skipped.
+    expect(dispatcher.output()).toContain('enqueued it again under a new token');
+  });
 
   it('a dispatcher killed with agents waiting on it: they re-wait on another and get every result, each call run once', async () => {
     await Promise.all([fleet.worker({ tier: 'platform', concurrency: 64 }), fleet.worker({ tier: 'platform', concurrency: 64 })]);

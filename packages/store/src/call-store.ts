@@ -1,7 +1,7 @@
 import { CallEnvelope, CallProgress, type CallStatus, CallStatus as CallStatusSchema, type CallView, type FleetKeys, ToolResult } from '@forge-fleet/shared';
 import type { RedisConnection } from './redis.js';
 import { publishReply, REPLY_LIST_TTL_MS } from './replies.js';
-import { APPROVE_CALL, CANCEL_CALL, CREATE_CALL, FINISH_CALL, luaScript, PROGRESS_CALL, REQUEUE_CALL, START_CALL, VOID_CALL, WATCH_CALL } from './scripts.js';
+import { ADOPT_CALL, APPROVE_CALL, CANCEL_CALL, CREATE_CALL, FINISH_CALL, luaScript, PROGRESS_CALL, REQUEUE_CALL, START_CALL, VOID_CALL, WATCH_CALL } from './scripts.js';
 
 /** A call's record in Redis. */
 export interface CallRecord {
@@ -128,6 +128,7 @@ export class CallStore {
   readonly #watch;
   readonly #cancel;
   readonly #void;
+  readonly #adopt;
   readonly #approve;
   readonly #progress;
   readonly #inlineReplies: boolean;
@@ -141,6 +142,7 @@ export class CallStore {
     this.#start = luaScript<[StartOutcome, number]>(redis, 'forgeStartCall', 1, START_CALL);
     this.#finish = luaScript<string[] | null>(redis, 'forgeFinishCall', 'variable', FINISH_CALL);
     this.#void = luaScript<number>(redis, 'forgeVoidCall', 2, VOID_CALL);
+    this.#adopt = luaScript<number>(redis, 'forgeAdoptCall', 1, ADOPT_CALL);
     this.#approve = luaScript<string[]>(redis, 'forgeApproveCall', 1, APPROVE_CALL);
     this.#progress = luaScript<string[] | null>(redis, 'forgeProgressCall', 2, PROGRESS_CALL);
     // Cluster slots separate a call from its submitter's reply list; there the reply goes out as its own command.
@@ -162,6 +164,15 @@ export class CallStore {
    * no live worker, unless a worker took it meanwhile (then it has one).
    * @returns whether the call was withdrawn.
    */
+  /**
+   * Hands a still-queued call over to a new submission token and envelope
+   * (see ADOPT_CALL); the caller enqueues the envelope's job next.
+   * @returns whether the call was taken over (false: a worker started it, or it ended or was cancelled).
+   */
+  async adopt(lane: string, id: string, envelope: CallEnvelope & { token: string }): Promise<boolean> {
+    return (await this.#adopt([this.#keys.call(lane, id)], [envelope.token, JSON.stringify(envelope)])) === 1;
+  }
+
   async withdraw(lane: string, id: string, token: string): Promise<boolean> {
     return (await this.#void([this.#keys.call(lane, id), this.#keys.callLane(id)], [token])) === 1;
   }

@@ -138,6 +138,20 @@ local targets = redis.call('SMEMBERS', KEYS[2])
 table.insert(targets, 1, redis.call('HGET', KEYS[1], 'replyTo'))
 return targets`;
 
+/**
+ * A resubmission takes over a call still waiting in its queue: its record gets
+ * the resubmission's token and envelope, so the job enqueued next with them is
+ * the one that runs, and any earlier job of the call is skipped as
+ * superseded. Used when a call's record may have been written without its job
+ * (Redis died between the two): without it, such a call would wait for ever.
+ * Only while queued and not cancelled: a call a worker has started is left
+ * alone. Returns 1 when taken over. ARGV: token, envelope JSON.
+ */
+export const ADOPT_CALL = `
+if redis.call('HGET', KEYS[1], 'status') ~= 'queued' or redis.call('HGET', KEYS[1], 'cancel') == '1' then return 0 end
+redis.call('HSET', KEYS[1], 'token', ARGV[1], 'envelope', ARGV[2])
+return 1`;
+
 /** A running call goes back to the queue (a retry after a transient failure). */
 export const REQUEUE_CALL = `
 if redis.call('HGET', KEYS[1], 'status') ~= 'running' then return 0 end

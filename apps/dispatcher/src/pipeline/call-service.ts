@@ -19,8 +19,10 @@ import {
   type ResultReply,
   type CallProgress,
   type RiskSignalQueue,
+  stableStringify,
   type SubmitCallRequest,
   type ToolCall,
+  type ToolDefinition,
 } from '@forge-fleet/shared';
 import { type CallRecord, type CallStore, publishReply, queueFor, type RedisConnection, type ReplyInbox, type Submitted, type TierQueues, viewOf } from '@forge-fleet/store';
 import type { ToolTracer, TraceCarrier } from '@forge-fleet/telemetry';
@@ -60,6 +62,9 @@ const CANCEL_CONFIRM_MS = 5000;
  * Calls submitted anonymously (dev mode) are anyone's. Others' calls are
  * answered as not found, so ids reveal nothing.
  */
+/** How long a call must have been queued before a resubmission of it re-enqueues it (see CallService.#readopt). */
+const READOPT_AFTER_MS = 2000;
+
 function ownedBy(record: CallRecord, caller: Caller): boolean {
   const owner = record.envelope?.caller;
   return owner === undefined || caller.role === 'admin' || owner === caller.subject;
@@ -183,7 +188,10 @@ export class CallService {
       await d.store.finish(lane, call.id, 'failed', failed, { onlyFrom: 'queued' }).catch(() => undefined);
       throw error;
     }
-    if (!submitted.created) return resubmitted(submitted.existing, listening);
+    if (!submitted.created) {
+      if (ownedBy(submitted.existing, caller)) await this.#readopt(submitted.existing, call, definition, lane, log);
+      return resubmitted(submitted.existing, listening);
+    }
     if (submitted.live === 0 && (await d.store.withdraw(lane, call.id, token))) {
       listening?.stop();
       const error = new NoWorkerError(call.name, queueFor(d.keys.prefix, definition));
@@ -198,6 +206,34 @@ export class CallService {
     if (message !== undefined) return viewOfReply(message);
     const record = await d.store.get(call.id);
     return record === undefined ? { id: call.id, status: 'queued' } : viewOf(record);
+  }
+
+  /**
+   * A resubmission of a call still queued well after its submission re-enqueues
+   * it: its record may have been written without its job (the two leave in one
+   * write, but Redis can die between them), and then nothing would ever run it.
+   * The record is handed to a fresh token (ADOPT_CALL) and a job carrying that
+   * token is enqueued, so exactly one job can start the call; an earlier job, if
+   * there was one, is skipped as superseded. The call keeps its arguments: only
+   * a resubmission of the same call (name and arguments) does this. It moves the
+   * call to the back of its queue, so only calls queued longer than
+   * {@link READOPT_AFTER_MS} are taken over.
+   */
+  async #readopt(existing: CallRecord, call: ToolCall, definition: ToolDefinition, lane: string, log: Pick<Logger, 'info' | 'error'>): Promise<void> {
+    const d = this.d;
+    const previous = existing.envelope;
+    if (existing.status !== 'queued' || existing.lane !== lane || previous === undefined || Date.now() - (existing.createdAt ?? Date.now()) < READOPT_AFTER_MS) return;
+    if (previous.call.name !== call.name || stableStringify(previous.call.arguments) !== stableStringify(call.arguments)) return;
+    const { sig: _old, ...unsigned } = previous;
+    const envelope = d.signer.sign({ ...unsigned, token: randomUUID() }) as CallEnvelope & { token: string };
+    try {
+      if (!(await d.store.adopt(lane, call.id, envelope))) return;
+      await d.queues.enqueueRecorded(envelope, definition);
+      log.info({ queuedForMs: Date.now() - (existing.createdAt ?? 0) }, 'resubmitted call was still queued; enqueued it again under a new token');
+    } catch (err) {
+      // The resubmission is answered either way; a failed take-over leaves the call as it was.
+      log.error({ err }, 'could not re-enqueue a resubmitted queued call');
+    }
   }
 
   /**

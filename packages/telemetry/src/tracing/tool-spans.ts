@@ -1,4 +1,4 @@
-import { context, type Context, propagation, ROOT_CONTEXT, type Span, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
+import { type Attributes, context, type Context, propagation, ROOT_CONTEXT, type Span, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import type { ToolResult } from '@forge-fleet/shared';
 import type { Tracing } from './setup.js';
 
@@ -67,13 +67,7 @@ export class ToolTracer {
       `dispatch_tool ${call.name}`,
       {
         kind: SpanKind.PRODUCER,
-        attributes: {
-          'gen_ai.operation.name': 'execute_tool',
-          'gen_ai.tool.name': call.name,
-          'gen_ai.tool.call.id': call.id,
-          'gen_ai.tool.type': 'function',
-          ...(this.tracing.content ? { 'gen_ai.tool.call.arguments': JSON.stringify(call.arguments) } : {}),
-        },
+        attributes: this.#attributes(call),
       },
       parentOf(parent),
     );
@@ -92,6 +86,17 @@ export class ToolTracer {
     };
   }
 
+  /** The GenAI attributes both spans of a call carry. */
+  #attributes(call: { id: string; name: string; arguments: unknown }): Attributes {
+    return {
+      'gen_ai.operation.name': 'execute_tool',
+      'gen_ai.tool.name': call.name,
+      'gen_ai.tool.call.id': call.id,
+      'gen_ai.tool.type': 'function',
+      ...(this.tracing.content ? { 'gen_ai.tool.call.arguments': JSON.stringify(call.arguments) } : {}),
+    };
+  }
+
   /** Runs a call on a worker inside its `execute_tool` span, child of the dispatcher's span the envelope carries. */
   async execute(call: { id: string; name: string; arguments: unknown }, tier: string, parent: TraceCarrier | undefined, run: () => Promise<ToolResult>): Promise<ToolResult> {
     const tracer = this.tracing.tracer;
@@ -100,14 +105,7 @@ export class ToolTracer {
       `execute_tool ${call.name}`,
       {
         kind: SpanKind.CONSUMER,
-        attributes: {
-          'gen_ai.operation.name': 'execute_tool',
-          'gen_ai.tool.name': call.name,
-          'gen_ai.tool.call.id': call.id,
-          'gen_ai.tool.type': 'function',
-          'forge.tier': tier,
-          ...(this.tracing.content ? { 'gen_ai.tool.call.arguments': JSON.stringify(call.arguments) } : {}),
-        },
+        attributes: { ...this.#attributes(call), 'forge.tier': tier },
       },
       parentOf(parent),
     );
