@@ -111,7 +111,8 @@ describe('faults survived under load', () => {
     const client = new FleetClient({ url });
     clients.push(client);
     const calls = Array.from({ length: 400 }, (_, i) => ({ id: `kill9-${i}-${randomUUID()}`, tool: i % 2 === 0 ? 'work' : 'work_retryable' }));
-    const answers = calls.map((c) => settle(client.call(c.tool, { ms: 150 }, { id: c.id, timeoutMs: 60_000 })));
+    // Non-retryable calls take long enough (1 s) that the doomed worker is sure to hold some when it dies.
+    const answers = calls.map((c) => settle(client.call(c.tool, { ms: c.tool === 'work' ? 1000 : 150 }, { id: c.id, timeoutMs: 60_000 })));
     // Kill once the doomed worker holds calls: the first run counters show the load is on.
     for (let i = 0; i < 400 && (await runs(calls.map((c) => c.id))).filter((n) => n > 0).length < 80; i++) await new Promise((r) => setTimeout(r, 10));
     const killedAt = Date.now();

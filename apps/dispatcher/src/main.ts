@@ -34,7 +34,7 @@ runMain('forge-dispatcher', async () => {
     base: { app: 'forge-dispatcher', pid: process.pid },
     redact: ['req.headers.authorization', '*.authorization'],
   });
-  const tracing = setupTracing('forge-dispatcher');
+  const tracing = await setupTracing('forge-dispatcher');
   const dispatcher = await createDispatcher({
     redis: env.REDIS_URL,
     prefix: env.FORGE_PREFIX,

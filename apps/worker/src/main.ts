@@ -25,7 +25,7 @@ runMain('forge-worker', async () => {
   const callKey = secretFromEnv(process.env, 'FORGE_CALL_KEY', 'worker environment');
   const log = pino({ level: env.LOG_LEVEL, base: { app: 'forge-worker', tier: args.tier, pool: args.pool, pid: process.pid } });
   const metrics = new FleetMetrics('worker', {}, { tier: args.tier, ...(args.pool === undefined ? {} : { pool: args.pool }) });
-  const tracing = setupTracing('forge-worker');
+  const tracing = await setupTracing('forge-worker');
   let tools = selectTools(await loadToolsModule(args.tools), args.tier, args.pool);
   const strict = args['strict-sandbox'] || (env.FORGE_STRICT_SANDBOX === undefined ? env.NODE_ENV === 'production' : env.FORGE_STRICT_SANDBOX === '1' || env.FORGE_STRICT_SANDBOX === 'true');
   if (strict && args.tier !== 'host' && env.FORGE_SANDBOX === 'off') {

@@ -442,20 +442,25 @@ export class WorkerPool {
     log.info({ attempt: starts }, 'call started');
     const began = performance.now();
     // Progress goes out in order and before the result: the last report is awaited before the call ends.
-    let reporting: Promise<void> = Promise.resolve();
-    const throttle = new ProgressThrottle(this.#o.progressIntervalMs ?? 200, (progress) => {
-      reporting = reporting.then(() => this.#report(envelope, progress, log));
-    });
+    // Made on the first report: most tools never report, and this is the hot path.
+    let reporting: Promise<void> | undefined;
+    let throttle: ProgressThrottle | undefined;
+    const onProgress = (progress: CallProgress): void => {
+      throttle ??= new ProgressThrottle(this.#o.progressIntervalMs ?? 200, (next) => {
+        reporting = (reporting ?? Promise.resolve()).then(() => this.#report(envelope, next, log));
+      });
+      throttle.push(progress);
+    };
     let result: ToolResult;
     try {
-      const run = () => runExecutor(executor, definition, call, { signal: controller.signal, attempt: starts, onProgress: (progress) => throttle.push(progress) });
+      const run = () => runExecutor(executor, definition, call, { signal: controller.signal, attempt: starts, onProgress });
       result = this.#o.tracer === undefined ? await run() : await this.#o.tracer.execute(call, this.#o.tier, envelope.trace, run);
     } finally {
-      throttle.close();
+      throttle?.close();
       this.#active.delete(call.id);
       bullSignal?.removeEventListener('abort', onBullAbort);
     }
-    await reporting;
+    if (reporting !== undefined) await reporting;
     const ms = Math.round(performance.now() - began);
     const now = Date.now();
     this.#o.metrics?.observeRun(call.name, this.#o.tier, { queueWaitMs: now - ms - envelope.enqueuedAt, executionMs: performance.now() - began, endToEndMs: now - envelope.enqueuedAt });

@@ -1,19 +1,10 @@
 import { diag, DiagConsoleLogger, DiagLogLevel, type Tracer, trace } from '@opentelemetry/api';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
-import {
-  AlwaysOffSampler,
-  AlwaysOnSampler,
-  BatchSpanProcessor,
-  ConsoleSpanExporter,
-  NodeTracerProvider,
-  ParentBasedSampler,
-  type Sampler,
-  SimpleSpanProcessor,
-  type SpanExporter,
-  type SpanProcessor,
-  TraceIdRatioBasedSampler,
-} from '@opentelemetry/sdk-trace-node';
+import type * as SdkModule from '@opentelemetry/sdk-trace-node';
+import type { Sampler, SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace-node';
+
+// The SDK, the OTLP exporter and its protobuf encoder are loaded only when tracing is on: a process that traces
+// nothing should not carry them (they cost a dispatcher tens of MB of heap).
+type Sdk = typeof SdkModule;
 
 /** A process's tracing: off (no exporter configured) or exporting spans. */
 export interface Tracing {
@@ -27,7 +18,8 @@ export interface Tracing {
 
 const OFF: Tracing = Object.freeze({ tracer: undefined, content: false, shutdown: async () => {} });
 
-function samplerOf(env: NodeJS.ProcessEnv): Sampler {
+function samplerOf(sdk: Sdk, env: NodeJS.ProcessEnv): Sampler {
+  const { AlwaysOffSampler, AlwaysOnSampler, ParentBasedSampler, TraceIdRatioBasedSampler } = sdk;
   const ratio = Number(env.OTEL_TRACES_SAMPLER_ARG ?? '1');
   const fraction = Number.isFinite(ratio) && ratio >= 0 && ratio <= 1 ? ratio : 1;
   switch (env.OTEL_TRACES_SAMPLER) {
@@ -57,22 +49,28 @@ function samplerOf(env: NodeJS.ProcessEnv): Sampler {
  * should not spend CPU on spans nobody receives, nor log export failures.
  * Registers the W3C trace-context propagator globally.
  */
-export function setupTracing(serviceName: string, env: NodeJS.ProcessEnv = process.env, extra: { exporter?: SpanExporter } = {}): Tracing {
+export async function setupTracing(serviceName: string, env: NodeJS.ProcessEnv = process.env, extra: { exporter?: SpanExporter } = {}): Promise<Tracing> {
   const named = (env.OTEL_TRACES_EXPORTER ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '' && s !== 'none');
   const endpoint = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? env.OTEL_EXPORTER_OTLP_ENDPOINT;
   const exporters = named.length > 0 ? named : endpoint !== undefined && env.OTEL_TRACES_EXPORTER !== 'none' ? ['otlp'] : [];
+  if (exporters.length === 0 && extra.exporter === undefined) return OFF;
+  const sdk = await import('@opentelemetry/sdk-trace-node');
+  const { BatchSpanProcessor, ConsoleSpanExporter, NodeTracerProvider, SimpleSpanProcessor } = sdk;
   const processors: SpanProcessor[] = [];
   for (const name of exporters) {
-    if (name === 'otlp') processors.push(new BatchSpanProcessor(new OTLPTraceExporter(), { scheduledDelayMillis: 500 }));
-    else if (name === 'console') processors.push(new SimpleSpanProcessor(new ConsoleSpanExporter()));
+    if (name === 'otlp') {
+      const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-http');
+      processors.push(new BatchSpanProcessor(new OTLPTraceExporter(), { scheduledDelayMillis: 500 }));
+    } else if (name === 'console') processors.push(new SimpleSpanProcessor(new ConsoleSpanExporter()));
     else diag.warn(`OTEL_TRACES_EXPORTER '${name}' is not supported here (otlp, console, none)`);
   }
   if (extra.exporter !== undefined) processors.push(new SimpleSpanProcessor(extra.exporter));
   if (processors.length === 0) return OFF;
   if (env.OTEL_LOG_LEVEL === 'debug') diag.setLogger(new DiagConsoleLogger(), DiagLogLevel.DEBUG);
 
+  const { detectResources, envDetector, resourceFromAttributes } = await import('@opentelemetry/resources');
   const resource = resourceFromAttributes({ 'service.name': env.OTEL_SERVICE_NAME ?? serviceName }).merge(detectResources({ detectors: [envDetector] }));
-  const provider = new NodeTracerProvider({ resource, sampler: samplerOf(env), spanProcessors: processors });
+  const provider = new NodeTracerProvider({ resource, sampler: samplerOf(sdk, env), spanProcessors: processors });
   provider.register();
   return {
     tracer: trace.getTracer('forge-fleet'),

@@ -1,13 +1,13 @@
 import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-node';
-import { afterAll, describe, expect, it } from 'vitest';
-import { setupTracing } from './setup.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { setupTracing, type Tracing } from './setup.js';
 import { carrierOf, ToolTracer } from './tool-spans.js';
 
 describe('setupTracing', () => {
-  it('stays off unless an exporter or an OTLP endpoint is named', () => {
-    expect(setupTracing('t', {}).tracer).toBeUndefined();
-    expect(setupTracing('t', { OTEL_TRACES_EXPORTER: 'none', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:1' }).tracer).toBeUndefined();
-    expect(new ToolTracer(setupTracing('t', {})).dispatch({ id: 'c', name: 'echo', arguments: {} }, undefined)).toBeUndefined();
+  it('stays off unless an exporter or an OTLP endpoint is named', async () => {
+    expect((await setupTracing('t', {})).tracer).toBeUndefined();
+    expect((await setupTracing('t', { OTEL_TRACES_EXPORTER: 'none', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:1' })).tracer).toBeUndefined();
+    expect(new ToolTracer(await setupTracing('t', {})).dispatch({ id: 'c', name: 'echo', arguments: {} }, undefined)).toBeUndefined();
   });
 });
 
@@ -23,8 +23,12 @@ describe('carrierOf', () => {
 
 describe('ToolTracer (GenAI execute_tool spans)', () => {
   const exporter = new InMemorySpanExporter();
-  const tracing = setupTracing('forge-test', {}, { exporter });
-  const tracer = new ToolTracer(tracing);
+  let tracing: Tracing;
+  let tracer: ToolTracer;
+  beforeAll(async () => {
+    tracing = await setupTracing('forge-test', {}, { exporter });
+    tracer = new ToolTracer(tracing);
+  });
   afterAll(() => tracing.shutdown());
 
   it("joins the caller's trace: dispatch span under the caller's, execute_tool under the dispatch span", async () => {
