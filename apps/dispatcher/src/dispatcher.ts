@@ -97,7 +97,7 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
     limits: o.limits ?? DEFAULT_ARGUMENT_LIMITS,
     risk: new RedisRiskSignalQueue(redis, keys, (err) => log.error({ err }, 'risk signal write failed')),
     log,
-    tracer: o.tracing === undefined ? undefined : new ToolTracer(o.tracing),
+    tracer: o.tracing === undefined ? undefined : ToolTracer.of(o.tracing),
   });
   const approvals = new ApprovalService({ store, queues, signer, catalog, audit, log });
   catalog.onLanes = (lanes) => inbox.lanes(lanes);

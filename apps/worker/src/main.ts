@@ -79,7 +79,7 @@ runMain('forge-worker', async () => {
     maxResultBytes: env.FORGE_MAX_RESULT_BYTES,
     progressIntervalMs: env.FORGE_PROGRESS_INTERVAL_MS,
     metrics,
-    tracer: new ToolTracer(tracing),
+    tracer: ToolTracer.of(tracing),
     log,
   });
   let server: MetricsServer | undefined;

@@ -62,7 +62,7 @@ export interface WorkerPoolOptions {
   readonly progressIntervalMs?: number | undefined;
   /** Counts outcomes (through the audit sink) and times runs. */
   readonly metrics?: FleetMetrics | undefined;
-  /** Wraps each run in its `execute_tool` span. */
+  /** Wraps each run in its `execute_tool` span; undefined while tracing is off (see ToolTracer.of). */
   readonly tracer?: ToolTracer | undefined;
   readonly log: Logger;
 }
@@ -440,6 +440,7 @@ export class WorkerPool {
     bullSignal?.addEventListener('abort', onBullAbort, { once: true });
     this.#active.set(call.id, controller);
     log.info({ attempt: starts }, 'call started');
+    const startedAt = Date.now();
     const began = performance.now();
     // Progress goes out in order and before the result: the last report is awaited before the call ends.
     // Made on the first report: most tools never report, and this is the hot path.
@@ -461,9 +462,9 @@ export class WorkerPool {
       bullSignal?.removeEventListener('abort', onBullAbort);
     }
     if (reporting !== undefined) await reporting;
-    const ms = Math.round(performance.now() - began);
-    const now = Date.now();
-    this.#o.metrics?.observeRun(call.name, this.#o.tier, { queueWaitMs: now - ms - envelope.enqueuedAt, executionMs: performance.now() - began, endToEndMs: now - envelope.enqueuedAt });
+    const elapsed = performance.now() - began;
+    const ms = Math.round(elapsed);
+    this.#o.metrics?.observeRun(call.name, this.#o.tier, { queueWaitMs: startedAt - envelope.enqueuedAt, executionMs: elapsed, endToEndMs: startedAt + elapsed - envelope.enqueuedAt });
 
     const lostToShutdown = controller.signal.reason instanceof WorkerLostError;
     const code = result.error?.code;

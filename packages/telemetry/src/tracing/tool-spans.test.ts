@@ -8,6 +8,7 @@ describe('setupTracing', () => {
     expect((await setupTracing('t', {})).tracer).toBeUndefined();
     expect((await setupTracing('t', { OTEL_TRACES_EXPORTER: 'none', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:1' })).tracer).toBeUndefined();
     expect(new ToolTracer(await setupTracing('t', {})).dispatch({ id: 'c', name: 'echo', arguments: {} }, undefined)).toBeUndefined();
+    expect(ToolTracer.of(await setupTracing('t', {}))).toBeUndefined();
   });
 });
 
@@ -27,7 +28,8 @@ describe('ToolTracer (GenAI execute_tool spans)', () => {
   let tracer: ToolTracer;
   beforeAll(async () => {
     tracing = await setupTracing('forge-test', {}, { exporter });
-    tracer = new ToolTracer(tracing);
+    tracer = ToolTracer.of(tracing)!;
+    expect(tracer).toBeInstanceOf(ToolTracer);
   });
   afterAll(() => tracing.shutdown());
 

@@ -55,6 +55,11 @@ export interface DispatchSpan {
 export class ToolTracer {
   constructor(private readonly tracing: Tracing) {}
 
+  /** A tracer for the hot path: none at all while tracing is off, so callers skip even the wrapping call. */
+  static of(tracing: Tracing): ToolTracer | undefined {
+    return tracing.tracer === undefined ? undefined : new ToolTracer(tracing);
+  }
+
   get enabled(): boolean {
     return this.tracing.tracer !== undefined;
   }
