@@ -1,6 +1,36 @@
+import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { deriveQueueKey, generateTokenKeys, mintToken, queueName } from '@forge-fleet/shared';
+
+/** The repository root: benchmark processes run from here. */
+export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+/** A Node process started by a benchmark, with everything it printed so far. */
+export interface Spawned {
+  readonly child: ChildProcess;
+  out: string;
+}
+
+/** Starts `node <args>` in the repository root with `env` added, collecting its stdout and stderr. */
+export function spawnNode(args: readonly string[], env: Record<string, string> = {}): Spawned {
+  const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const spawned: Spawned = { child, out: '' };
+  child.stdout?.on('data', (d: Buffer) => (spawned.out += d.toString()));
+  child.stderr?.on('data', (d: Buffer) => (spawned.out += d.toString()));
+  return spawned;
+}
+
+/** Polls `check` every 20 ms until it holds (a check that throws has not held yet). @throws after `timeoutMs` */
+export async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await Promise.resolve().then(check).catch(() => false))) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
 
 /**
  * Fresh keys for a benchmark fleet, as `npm start` makes them: the
@@ -76,13 +106,23 @@ export function treeCpuMs(pid: number): number {
   }, 0);
 }
 
-/** Peak resident memory (VmHWM) of a process, in MB. */
-export function peakRssMb(pid: number): number {
+/** A memory figure of a process from /proc/<pid>/status (`VmHWM`: peak resident, `VmRSS`: resident now), in MB. */
+function statusMb(pid: number, field: 'VmHWM' | 'VmRSS'): number {
   try {
     const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-    const kb = Number(/VmHWM:\s+(\d+)/.exec(status)?.[1]);
+    const kb = Number(new RegExp(`${field}:\\s+(\\d+)`).exec(status)?.[1]);
     return Math.round((kb / 1024) * 10) / 10;
   } catch {
     return Number.NaN;
   }
+}
+
+/** Peak resident memory (VmHWM) of a process, in MB. */
+export function peakRssMb(pid: number): number {
+  return statusMb(pid, 'VmHWM');
+}
+
+/** Resident memory (VmRSS) of a process now, in MB. */
+export function rssMb(pid: number): number {
+  return statusMb(pid, 'VmRSS');
 }

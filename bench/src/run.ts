@@ -8,16 +8,13 @@
  *
  * `--quick`: one repetition of shorter windows, for a smoke run.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { freePort, startLocalRedis } from '@forge-fleet/local-redis';
 import { Redis } from 'ioredis';
-import { cpuMs, fleetSecrets, nodeArgsFor, peakRssMb, treeCpuMs } from './proc.js';
+import { cpuMs, fleetSecrets, nodeArgsFor, peakRssMb, ROOT, type Spawned, spawnNode, treeCpuMs, until } from './proc.js';
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const quick = process.argv.includes('--quick');
 const REPS = quick ? 1 : 3;
 const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS ?? (quick ? 500 : 1000));
@@ -54,26 +51,12 @@ interface Sample {
   readonly peakRssMb: { worker: number; dispatcher: number };
 }
 
-interface Proc {
+interface Proc extends Spawned {
   readonly kind: Kind;
-  readonly child: ChildProcess;
-  out: string;
 }
 
 function start(kind: Kind, args: readonly string[], env: Record<string, string> = {}): Proc {
-  const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  const proc: Proc = { kind, child, out: '' };
-  child.stdout?.on('data', (d: Buffer) => (proc.out += d.toString()));
-  child.stderr?.on('data', (d: Buffer) => (proc.out += d.toString()));
-  return proc;
-}
-
-async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  return Object.assign(spawnNode(args, env), { kind });
 }
 
 async function stopAll(procs: readonly Proc[]): Promise<void> {

@@ -11,17 +11,14 @@
  * other than once. SOAK_FROM_SOURCE=1 runs the apps from their TypeScript
  * sources (as the tests do) instead of the built bins.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { FleetClient } from '@forge-fleet/client';
 import { freePort, startLocalRedis } from '@forge-fleet/local-redis';
 import { Redis } from 'ioredis';
-import { fleetSecrets, nodeArgsFor } from './proc.js';
+import { fleetSecrets, nodeArgsFor, ROOT, rssMb, spawnNode, until } from './proc.js';
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const CALLS = Number(process.env.SOAK_CALLS ?? 100_000);
 const INFLIGHT = Number(process.env.SOAK_INFLIGHT ?? 256);
 /** Short, so that a 100k run outlives it several times and the records' expiry shows in Redis memory. */
@@ -34,34 +31,14 @@ function appArgs(app: 'dispatcher' | 'worker'): string[] {
   return FROM_SOURCE ? ['--conditions=forge-source', '--import', 'tsx', `apps/${app}/src/main.ts`] : nodeArgsFor(`apps/${app}/bin/forge-${app}.js`);
 }
 
-function start(args: readonly string[], env: Record<string, string>): ChildProcess & { out: string } {
-  const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] }) as ChildProcess & { out: string };
-  child.out = '';
-  child.stdout?.on('data', (d: Buffer) => (child.out += d.toString()));
-  child.stderr?.on('data', (d: Buffer) => (child.out += d.toString()));
-  return child;
-}
-
-function rssMb(pid: number | undefined): number {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024;
-}
-
-async function until(what: string, check: () => Promise<boolean>): Promise<void> {
-  for (const deadline = Date.now() + 60_000; !(await check().catch(() => false)); ) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 const redisServer = await startLocalRedis();
 const secrets = await fleetSecrets('soak');
 const port = await freePort();
 const metricsPort = await freePort();
 const url = `http://127.0.0.1:${port}`;
 const env = { REDIS_URL: redisServer.url, FORGE_PREFIX: 'soak', LOG_LEVEL: 'warn', FORGE_RESULT_RETENTION_MS: String(RETENTION_MS) };
-const dispatcher = start(appArgs('dispatcher'), { ...env, ...secrets.dispatcher, PORT: String(port) });
-const worker = start([...appArgs('worker'), '--tier', 'platform', '--tools', 'bench/src/tools.ts', '--concurrency', '256'], {
+const dispatcher = spawnNode(appArgs('dispatcher'), { ...env, ...secrets.dispatcher, PORT: String(port) });
+const worker = spawnNode([...appArgs('worker'), '--tier', 'platform', '--tools', 'bench/src/tools.ts', '--concurrency', '256'], {
   ...env,
   ...secrets.platformWorker,
   FORGE_METRICS_PORT: String(metricsPort),
@@ -82,7 +59,7 @@ try {
   await until('the worker serving echo_id', async () => {
     const body = (await (await fetch(`${url}/v1/tools`, { headers: { authorization: `Bearer ${secrets.agent.FORGE_TOKEN}` } })).json()) as { tools?: { name: string }[] };
     return body.tools?.some((t) => t.name === 'echo_id') === true;
-  });
+  }, 60_000);
   const began = Date.now();
   const sample = async (): Promise<void> => {
     const memory = await redis.info('memory');
@@ -91,8 +68,8 @@ try {
       done,
       redisUsedMb: Math.round((Number(/used_memory:(\d+)/.exec(memory)?.[1] ?? 0) / 1048576) * 10) / 10,
       keys: await redis.dbsize(),
-      dispatcherRssMb: Math.round(rssMb(dispatcher.pid)),
-      workerRssMb: Math.round(rssMb(worker.pid)),
+      dispatcherRssMb: Math.round(rssMb(dispatcher.child.pid!)),
+      workerRssMb: Math.round(rssMb(worker.child.pid!)),
     });
   };
   const sampler = setInterval(() => void sample(), SAMPLE_MS);
@@ -164,7 +141,7 @@ try {
 } finally {
   await client.close();
   redis.disconnect();
-  for (const child of [dispatcher, worker]) child.kill('SIGTERM');
+  for (const { child } of [dispatcher, worker]) child.kill('SIGTERM');
   await new Promise((r) => setTimeout(r, 1500));
   await redisServer.stop();
 }
