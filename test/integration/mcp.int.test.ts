@@ -53,6 +53,24 @@ describe('the fleet as an MCP server (official client, Streamable HTTP)', () => 
     return client;
   }
 
+  /**
+   * Starts a `block` call, aborts the MCP request once the handler runs, and
+   * checks that the fleet call ended cancelled with the handler's signal fired.
+   */
+  async function expectCancelledOnAbort(client: Client, idPrefix: string): Promise<void> {
+    const id = `${idPrefix}-${randomUUID()}`;
+    const controller = new AbortController();
+    const rejected = client.callTool({ name: 'block', arguments: {}, _meta: { [CALL_ID]: id } }, undefined, { signal: controller.signal }).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(await started(id)).toBeDefined();
+    controller.abort('the test gave up');
+    expect(await rejected).toBeDefined();
+    expect((await rest.get(id, { waitMs: 10_000 })).status).toBe('cancelled');
+    expect(await redis.get(`${fleet.prefix}:test:aborted:{${id}}`)).toContain('cancelled');
+  }
+
   async function listAll(client: Client): Promise<{ tools: Tool[]; pages: number }> {
     const tools: Tool[] = [];
     let cursor: string | undefined;
@@ -148,20 +166,7 @@ describe('the fleet as an MCP server (official client, Streamable HTTP)', () => 
   });
 
   it('cancels the fleet call when the MCP request is cancelled', async () => {
-    const client = await connect(token);
-    const id = `mcp-cancel-${randomUUID()}`;
-    const controller = new AbortController();
-    const call = client.callTool({ name: 'block', arguments: {}, _meta: { [CALL_ID]: id } }, undefined, { signal: controller.signal });
-    const rejected = call.then(
-      () => undefined,
-      (error: unknown) => error,
-    );
-    expect(await started(id)).toBeDefined();
-    controller.abort('the test gave up');
-    expect(await rejected).toBeDefined();
-    // The worker saw its handler's signal fire, and the call ended cancelled.
-    expect((await rest.get(id, { waitMs: 10_000 })).status).toBe('cancelled');
-    expect(await redis.get(`${fleet.prefix}:test:aborted:{${id}}`)).toContain('cancelled');
+    await expectCancelledOnAbort(await connect(token), 'mcp-cancel');
   });
 
   it('sends progress notifications for the statuses it observes when the client asks for them', async () => {
@@ -231,18 +236,7 @@ describe('the fleet as an MCP server (official client, Streamable HTTP)', () => 
 
   it('cancels the fleet call when the cancellation reaches another dispatcher than the one holding the request', async () => {
     // The load balancer sends the call to one dispatcher and the cancellation to the other.
-    const client = await connect(token, (body) => (body.includes('notifications/cancelled') ? other.url : dispatcher.url));
-    const id = `mcp-cancel-elsewhere-${randomUUID()}`;
-    const controller = new AbortController();
-    const rejected = client.callTool({ name: 'block', arguments: {}, _meta: { [CALL_ID]: id } }, undefined, { signal: controller.signal }).then(
-      () => undefined,
-      (error: unknown) => error,
-    );
-    expect(await started(id)).toBeDefined();
-    controller.abort('the test gave up');
-    expect(await rejected).toBeDefined();
-    expect((await rest.get(id, { waitMs: 10_000 })).status).toBe('cancelled');
-    expect(await redis.get(`${fleet.prefix}:test:aborted:{${id}}`)).toContain('cancelled');
+    await expectCancelledOnAbort(await connect(token, (body) => (body.includes('notifications/cancelled') ? other.url : dispatcher.url)), 'mcp-cancel-elsewhere');
   });
 
   it('answers a bare POST of tools/list, refuses one without a token (401), and serves no GET stream (405)', async () => {

@@ -4,6 +4,7 @@ import { FleetClient } from '@forge-fleet/client';
 import { freePort } from '@forge-fleet/local-redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, TestFleet } from '../fixtures/fleet.js';
+import { sample } from '../fixtures/prometheus.js';
 
 /**
  * The sandbox as the fleet runs it: a platform worker with FORGE_SANDBOX on
@@ -56,18 +57,14 @@ describe('a fleet whose platform worker sandboxes its handlers', () => {
   });
 
   it("counts sandbox processes started and stopped on the worker's /metrics", async () => {
-    const counter = async (name: string, label = ''): Promise<number> => {
-      const body = await (await fetch(metricsUrl)).text();
-      const line = body.split('\n').find((l) => l.startsWith(`${name}{`) && l.includes(label));
-      return Number(line?.split(' ').at(-1) ?? 0);
-    };
+    const counter = async (name: string, labels: Record<string, string> = {}): Promise<number> => sample(await (await fetch(metricsUrl)).text(), name, labels) ?? 0;
     const startedBefore = await counter('forge_sandbox_processes_started_total');
     expect(startedBefore).toBeGreaterThanOrEqual(1);
     expect((await client.call('crash')).isError).toBe(true);
     // The dead process is counted, and its replacement.
     for (let i = 0; i < 200 && (await counter('forge_sandbox_processes_started_total')) === startedBefore; i++) await new Promise((r) => setTimeout(r, 25));
     expect(await counter('forge_sandbox_processes_started_total')).toBe(startedBefore + 1);
-    expect(await counter('forge_sandbox_processes_stopped_total', 'reason="exited"')).toBeGreaterThanOrEqual(1);
+    expect(await counter('forge_sandbox_processes_stopped_total', { reason: 'exited' })).toBeGreaterThanOrEqual(1);
   });
 
   it('refuses to start under --strict-sandbox where an isolation layer is missing, and only warns without it', async () => {

@@ -5,6 +5,7 @@ import { FleetClient } from '@forge-fleet/client';
 import { freePort } from '@forge-fleet/local-redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestFleet } from '../fixtures/fleet.js';
+import { sample } from '../fixtures/prometheus.js';
 
 /** One span as an OTLP/HTTP JSON export carries it, with its process's service name. */
 interface ExportedSpan {
@@ -40,18 +41,6 @@ async function collector(): Promise<{ url: string; spans: ExportedSpan[]; server
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, spans, server };
-}
-
-/** The value of the sample `name` whose labels include `labels`. */
-function sample(body: string, name: string, labels: Record<string, string>): number | undefined {
-  for (const line of body.split('\n')) {
-    const match = /^([a-z_]+)\{(.*)\} (\S+)$/.exec(line);
-    if (match?.[1] !== name) continue;
-    const found = new Map<string, string>();
-    for (const [, key, value] of match[2]!.matchAll(/([a-z_]+)="([^"]*)"/g)) found.set(key!, value!);
-    if (Object.entries(labels).every(([k, v]) => found.get(k) === v)) return Number(match[3]);
-  }
-  return undefined;
 }
 
 async function until<T>(what: string, read: () => Promise<T | undefined> | T | undefined): Promise<T> {
