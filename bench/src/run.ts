@@ -16,9 +16,9 @@ import { Redis } from 'ioredis';
 import { cpuMs, fleetSecrets, nodeArgsFor, peakRssMb, ROOT, type Spawned, spawnNode, treeCpuMs, until } from './proc.js';
 
 const quick = process.argv.includes('--quick');
-const REPS = quick ? 1 : 3;
+const REPS = Number(process.env.BENCH_REPS ?? (quick ? 1 : 3));
 const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS ?? (quick ? 500 : 1000));
-const WINDOW_MS = quick ? 1500 : 3000;
+const WINDOW_MS = Number(process.env.BENCH_WINDOW_MS ?? (quick ? 1500 : 3000));
 const WORKER_CONCURRENCY = 256;
 
 type Arm = 'raw-bullmq' | 'fleet-http';
@@ -35,7 +35,8 @@ const POINTS: readonly Point[] = [
   { name: 'inflight-256', inflight: 256, agents: 1, dispatchers: 1 },
   { name: 'fanout-16x16', inflight: 256, agents: 16, dispatchers: 2 },
 ];
-const ARMS: readonly Arm[] = ['raw-bullmq', 'fleet-http'];
+/** `BENCH_ARMS=fleet-http` measures only that arm (for A/B experiments between two builds). */
+const ARMS: readonly Arm[] = (['raw-bullmq', 'fleet-http'] as const).filter((a) => process.env.BENCH_ARMS?.split(',').includes(a) ?? true);
 /** `BENCH_POINTS=inflight-256,fanout-16x16` measures only those points (for experiments; the checks need all four). */
 const ONLY = process.env.BENCH_POINTS?.split(',');
 const SELECTED = ONLY === undefined ? POINTS : POINTS.filter((p) => ONLY.includes(p.name));
@@ -46,7 +47,7 @@ interface Sample {
   readonly p95: number;
   readonly p99: number;
   readonly errors: number;
-  readonly cpuMsPerCall: Record<Kind, number> & { total: number };
+  readonly cpuMsPerCall: Record<Kind, number> & { total: number; /** The worker's sandbox processes (part of `worker`). */ sandbox: number };
   readonly redisCmdsPerCall: number;
   readonly peakRssMb: { worker: number; dispatcher: number };
 }
@@ -147,6 +148,7 @@ async function measure(arm: Arm, point: Point, redisUrl: string, redisPid: numbe
     const all = [...procs, ...agents];
     // A worker's figure includes its sandbox processes.
     const cpuBefore = all.map((p) => treeCpuMs(p.child.pid!));
+    const ownBefore = all.map((p) => cpuMs(p.child.pid!));
     const redisCpuBefore = cpuMs(redisPid);
     const cmdsBefore = await commandCount(redis);
     for (const a of agents) a.child.kill('SIGUSR1');
@@ -154,6 +156,7 @@ async function measure(arm: Arm, point: Point, redisUrl: string, redisPid: numbe
     await new Promise((r) => setTimeout(r, WINDOW_MS));
     const cmdsAfter = await commandCount(redis);
     const cpuAfter = all.map((p) => treeCpuMs(p.child.pid!));
+    const ownAfter = all.map((p) => cpuMs(p.child.pid!));
     const redisCpuAfter = cpuMs(redisPid);
     for (const a of agents) a.child.kill('SIGUSR2');
     const windowMs = performance.now() - t0;
@@ -173,6 +176,11 @@ async function measure(arm: Arm, point: Point, redisUrl: string, redisPid: numbe
     latencies.sort((a, b) => a - b);
     const cpu: Record<Kind, number> = { agent: 0, dispatcher: 0, worker: 0, redis: redisCpuAfter - redisCpuBefore };
     all.forEach((p, i) => (cpu[p.kind] += cpuAfter[i]! - cpuBefore[i]!));
+    // What a worker's child processes used: its sandbox (raw BullMQ's worker has none).
+    let sandbox = 0;
+    all.forEach((p, i) => {
+      if (p.kind === 'worker') sandbox += cpuAfter[i]! - cpuBefore[i]! - (ownAfter[i]! - ownBefore[i]!);
+    });
     const perCall = (v: number): number => (calls === 0 ? Number.NaN : v / calls);
     const rss = (kind: Kind): number => Math.max(0, ...procs.filter((p) => p.kind === kind).map((p) => peakRssMb(p.child.pid!)));
     return {
@@ -187,6 +195,7 @@ async function measure(arm: Arm, point: Point, redisUrl: string, redisPid: numbe
         worker: perCall(cpu.worker),
         redis: perCall(cpu.redis),
         total: perCall(cpu.agent + cpu.dispatcher + cpu.worker + cpu.redis),
+        sandbox: perCall(sandbox),
       },
       redisCmdsPerCall: perCall(cmdsAfter - cmdsBefore),
       peakRssMb: { worker: rss('worker'), dispatcher: rss('dispatcher') },
@@ -228,6 +237,7 @@ function summarise(point: string, arm: Arm, reps: Sample[]): Summary {
         worker: m((s) => s.cpuMsPerCall.worker),
         redis: m((s) => s.cpuMsPerCall.redis),
         total: m((s) => s.cpuMsPerCall.total),
+        sandbox: m((s) => s.cpuMsPerCall.sandbox),
       },
       redisCmdsPerCall: m((s) => s.redisCmdsPerCall),
       peakRssMb: { worker: m((s) => s.peakRssMb.worker), dispatcher: m((s) => s.peakRssMb.dispatcher) },
@@ -240,14 +250,14 @@ const f = (n: number, digits = 2): string => (Number.isNaN(n) ? '–' : n.toFixe
 
 function table(summaries: readonly Summary[]): string {
   const rows = [
-    '| point | arm | calls/s (min–max) | p50 ms | p95 ms | p99 ms | CPU ms/call agent · disp · worker · redis = total | Redis cmds/call | peak RSS MB worker · disp |',
+    '| point | arm | calls/s (min–max) | p50 ms | p95 ms | p99 ms | CPU ms/call agent · disp · worker (sandbox) · redis = total | Redis cmds/call | peak RSS MB worker · disp |',
     '|---|---|---|---|---|---|---|---|---|',
   ];
   for (const s of summaries) {
     const m = s.median;
     const c = m.cpuMsPerCall;
     rows.push(
-      `| ${s.point} | ${s.arm} | ${f(m.callsPerSec, 0)} (${f(s.spread.callsPerSec[0], 0)}–${f(s.spread.callsPerSec[1], 0)}) | ${f(m.p50)} | ${f(m.p95)} | ${f(m.p99)} | ${f(c.agent, 3)} · ${f(c.dispatcher, 3)} · ${f(c.worker, 3)} · ${f(c.redis, 3)} = ${f(c.total, 3)} | ${f(m.redisCmdsPerCall, 1)} | ${f(m.peakRssMb.worker, 0)} · ${s.arm === 'fleet-http' ? f(m.peakRssMb.dispatcher, 0) : '–'} |`,
+      `| ${s.point} | ${s.arm} | ${f(m.callsPerSec, 0)} (${f(s.spread.callsPerSec[0], 0)}–${f(s.spread.callsPerSec[1], 0)}) | ${f(m.p50)} | ${f(m.p95)} | ${f(m.p99)} | ${f(c.agent, 3)} · ${f(c.dispatcher, 3)} · ${f(c.worker, 3)} (${f(c.sandbox, 3)}) · ${f(c.redis, 3)} = ${f(c.total, 3)} | ${f(m.redisCmdsPerCall, 1)} | ${f(m.peakRssMb.worker, 0)} · ${s.arm === 'fleet-http' ? f(m.peakRssMb.dispatcher, 0) : '–'} |`,
     );
   }
   return rows.join('\n');
@@ -316,7 +326,9 @@ try {
   ].join('\n');
   const dir = join(ROOT, 'bench', 'results');
   mkdirSync(dir, { recursive: true });
-  const name = `${date}${quick ? '-quick' : ''}`;
+  // Runs of some points or arms are experiments: kept apart from (and never mistaken for) a full run's results.
+  const partial = SELECTED.length !== POINTS.length || ARMS.length !== 2;
+  const name = `${date}${quick ? '-quick' : ''}${partial ? '-partial' : ''}`;
   writeFileSync(join(dir, `${name}.json`), `${JSON.stringify({ meta, summaries, checks: results }, null, 2)}\n`);
   writeFileSync(join(dir, `${name}.md`), markdown);
   process.stdout.write(`\n${markdown}\nwritten: bench/results/${name}.json, bench/results/${name}.md\n`);

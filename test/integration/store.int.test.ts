@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { type CallEnvelope, fleetKeys, queueName, type ToolResult } from '@forge-fleet/shared';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CallStore, Catalog, publishReply, ReplyInbox, TierQueues } from '@forge-fleet/store';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { AuditReader, CallStore, Catalog, publishReply, RedisAuditLogger, ReplyInbox, TierQueues } from '@forge-fleet/store';
 import { redisUrl } from '../fixtures/redis.js';
 
 const prefix = `st${randomUUID().slice(0, 8)}`;
@@ -174,6 +174,70 @@ describe('CallStore (Lua transitions on a real Redis)', () => {
     await store.start(L, id, 'w');
     expect(await store.finish(L, id, 'failed', result(id), { onlyFrom: 'queued' })).toBeUndefined();
     expect((await store.get(id))?.status).toBe('running');
+  });
+
+  it('starts and finishes the calls of one turn in one script run each, every call with its own answer or error', async () => {
+    // A connection of its own, so the script runs counted are this test's.
+    const own = new Redis(redisUrl());
+    const batched = new CallStore(own, keys, 60_000);
+    try {
+      const ids = Array.from({ length: 12 }, () => randomUUID());
+      await Promise.all(ids.map((id) => create(id)));
+      const missing = randomUUID();
+      // Not a hash: this call's part of the script fails, the others' must not.
+      const broken = randomUUID();
+      await redis.set(keys.call(L, broken), 'not a record', 'PX', 60_000);
+      const runs = vi.spyOn(own, 'evalsha');
+
+      const started = await Promise.allSettled([...ids, missing, broken].map((id) => batched.start(L, id, 'w1')));
+      expect(runs).toHaveBeenCalledTimes(1);
+      expect(started.slice(0, ids.length)).toEqual(ids.map(() => ({ status: 'fulfilled', value: { outcome: 'started', starts: 1 } })));
+      expect(started[ids.length]).toEqual({ status: 'fulfilled', value: { outcome: 'missing', starts: 0 } });
+      expect(started[ids.length + 1]).toMatchObject({ status: 'rejected', reason: { message: expect.stringContaining('WRONGTYPE') } });
+
+      await store.watch(ids[1]!, 'd2');
+      await store.finish(L, ids[2]!, 'failed', result(ids[2]!, 'first'));
+      runs.mockClear();
+      const finished = await Promise.all(ids.map((id) => batched.finish(L, id, 'completed', result(id, `done ${id}`), { replyTo: 'd1' })));
+      expect(runs).toHaveBeenCalledTimes(1);
+      expect(finished[0]).toEqual([]);
+      expect(finished[1]).toEqual(['d2']);
+      expect(finished[2]).toBeUndefined();
+      const records = await Promise.all(ids.map((id) => store.get(id)));
+      records.forEach((record, i) => {
+        if (i === 2) expect(record).toMatchObject({ status: 'failed', result: { content: 'first' } });
+        else expect(record).toMatchObject({ status: 'completed', result: { content: `done ${ids[i]}` } });
+      });
+      // Every call but the one already ended pushed its reply to the submitter's list, in order.
+      const pushed = (await redis.lrange(keys.replies(L, 'd1'), 0, -1)).map((line) => (JSON.parse(line) as { id: string }).id);
+      expect(pushed.reverse()).toEqual(ids.filter((_, i) => i !== 2));
+    } finally {
+      await redis.del(keys.replies(L, 'd1'));
+      own.disconnect();
+    }
+  });
+});
+
+describe('the audit stream', () => {
+  it('appends the entries of one turn with one script run, in order, each readable', async () => {
+    const own = new Redis(redisUrl());
+    const audit = new RedisAuditLogger(own, keys);
+    try {
+      const ids: string[] = Array.from({ length: 10 }, () => randomUUID());
+      const runs = vi.spyOn(own, 'evalsha');
+      await Promise.all(ids.map((callId, i) => audit.record({ at: new Date().toISOString(), callId, tool: 'echo', decision: i % 2 === 0 ? 'approved' : 'completed', scopeAtDispatch: 'test' })));
+      expect(runs).toHaveBeenCalledTimes(1);
+      const read = await new AuditReader(own, keys).query({ limit: 100 });
+      // Newest first: the turn's entries in the order they were recorded, reversed.
+      expect(read.filter((e) => ids.includes(e.callId ?? '')).map((e) => e.callId)).toEqual([...ids].reverse());
+      // A lone entry is a plain XADD.
+      runs.mockClear();
+      await audit.record({ at: new Date().toISOString(), callId: 'lone', tool: 'echo', decision: 'approved', scopeAtDispatch: 'test' });
+      expect(runs).not.toHaveBeenCalled();
+      expect((await new AuditReader(own, keys).query({ limit: 1 }))[0]).toMatchObject({ callId: 'lone' });
+    } finally {
+      own.disconnect();
+    }
   });
 });
 

@@ -1,22 +1,38 @@
 import type { AuditDecision, AuditEntry, AuditLogger, AuditRejectionCategory, FleetKeys, RiskSignal, RiskSignalQueue } from '@forge-fleet/shared';
 import type { RedisConnection } from './redis.js';
+import { batchScript, luaScript } from './scripts.js';
+import { StepBatch } from './step-batch.js';
 
 /** Entries kept in the stream (approximately: trimmed with `~`). */
 export const AUDIT_MAX_ENTRIES = 10_000;
 
+/** One audit stream entry; see {@link RedisAuditLogger}. */
+const APPEND_ENTRY = `redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'kind', ARGV[2], 'entry', ARGV[3])
+return 1`;
+
 /**
  * Audit entries as a capped Redis stream, readable by any tool that speaks
  * Redis (`XRANGE <prefix>:{<prefix>.audit} - +`) and by {@link AuditReader}.
- * One XADD per entry; on an auto-pipelined connection it joins the turn's other commands.
+ * Every call leaves an entry on the dispatcher and one on the worker, so the
+ * entries of one event-loop turn are appended by one script run (one XADD per
+ * entry inside it, in order) rather than one command each. The stream is one
+ * key, so this holds on a Redis Cluster too.
  */
 export class RedisAuditLogger implements AuditLogger {
+  readonly #append: StepBatch<string | null>;
+
   constructor(
     private readonly redis: RedisConnection,
     private readonly keys: FleetKeys,
-  ) {}
+  ) {
+    this.#append = new StepBatch(
+      (keys, args) => redis.xadd(keys[0]!, 'MAXLEN', '~', args[0]!, '*', 'kind', args[1]!, 'entry', args[2]!),
+      luaScript<unknown[]>(redis, 'forgeAppendAudit', 'variable', batchScript(APPEND_ENTRY)),
+    );
+  }
 
   async record(entry: AuditEntry): Promise<void> {
-    await this.redis.xadd(this.keys.audit, 'MAXLEN', '~', AUDIT_MAX_ENTRIES, '*', 'kind', 'audit', 'entry', JSON.stringify(entry));
+    await this.#append.run([this.keys.audit], [AUDIT_MAX_ENTRIES, 'audit', JSON.stringify(entry)]);
   }
 }
 

@@ -1,7 +1,8 @@
 import { CallEnvelope, CallProgress, type CallStatus, CallStatus as CallStatusSchema, type CallView, type FleetKeys, ToolResult } from '@forge-fleet/shared';
 import type { RedisConnection } from './redis.js';
 import { publishReply, REPLY_LIST_TTL_MS } from './replies.js';
-import { ADOPT_CALL, APPROVE_CALL, CANCEL_CALL, CREATE_CALL, FINISH_CALL, luaScript, PROGRESS_CALL, REQUEUE_CALL, START_CALL, VOID_CALL, WATCH_CALL } from './scripts.js';
+import { ADOPT_CALL, APPROVE_CALL, batchScript, CANCEL_CALL, CREATE_CALL, FINISH_CALL, luaScript, PROGRESS_CALL, REQUEUE_CALL, START_CALL, VOID_CALL, WATCH_CALL } from './scripts.js';
+import { StepBatch } from './step-batch.js';
 
 /** A call's record in Redis. */
 export interface CallRecord {
@@ -122,8 +123,8 @@ export class CallStore {
   readonly #keys: FleetKeys;
   readonly #retentionMs: number;
   readonly #create;
-  readonly #start;
-  readonly #finish;
+  readonly #start: (keys: readonly string[], args: readonly (string | number)[]) => Promise<[StartOutcome, number]>;
+  readonly #finish: (keys: readonly string[], args: readonly (string | number)[]) => Promise<string[] | null>;
   readonly #requeue;
   readonly #watch;
   readonly #cancel;
@@ -139,8 +140,19 @@ export class CallStore {
     this.#keys = keys;
     this.#retentionMs = retentionMs;
     this.#create = luaScript<0 | string>(redis, 'forgeCreateCall', 2, CREATE_CALL);
-    this.#start = luaScript<[StartOutcome, number]>(redis, 'forgeStartCall', 1, START_CALL);
-    this.#finish = luaScript<string[] | null>(redis, 'forgeFinishCall', 'variable', FINISH_CALL);
+    const start = luaScript<[StartOutcome, number]>(redis, 'forgeStartCall', 1, START_CALL);
+    const finish = luaScript<string[] | null>(redis, 'forgeFinishCall', 'variable', FINISH_CALL);
+    if (redis.isCluster === true) {
+      // Calls lie in different slots: each step is a script run of its own.
+      this.#start = start;
+      this.#finish = finish;
+    } else {
+      // The starts (and the finishes) of one turn go out as one script run; see StepBatch.
+      const starts = new StepBatch(start, luaScript<unknown[]>(redis, 'forgeStartCalls', 'variable', batchScript(START_CALL)));
+      const finishes = new StepBatch(finish, luaScript<unknown[]>(redis, 'forgeFinishCalls', 'variable', batchScript(FINISH_CALL)));
+      this.#start = (keys: readonly string[], args: readonly (string | number)[]) => starts.run(keys, args);
+      this.#finish = (keys: readonly string[], args: readonly (string | number)[]) => finishes.run(keys, args);
+    }
     this.#void = luaScript<number>(redis, 'forgeVoidCall', 2, VOID_CALL);
     this.#adopt = luaScript<number>(redis, 'forgeAdoptCall', 1, ADOPT_CALL);
     this.#approve = luaScript<string[]>(redis, 'forgeApproveCall', 1, APPROVE_CALL);

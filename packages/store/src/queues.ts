@@ -3,7 +3,7 @@ import { type IRedisTransaction, Job, Queue, type RedisClient } from 'bullmq';
 import type { ChainableCommander } from 'ioredis';
 import { type CallRecord, createCallArgs, existingRecord, type NewCall } from './call-store.js';
 import type { RedisConnection } from './redis.js';
-import { CREATE_CALL } from './scripts.js';
+import { CREATE_CALL, CREATE_CALLS } from './scripts.js';
 
 /**
  * BullMQ keeps its events stream at 10,000 entries by default; nothing on our
@@ -155,15 +155,27 @@ export class TierQueues {
    */
   async #writeTogether(queue: Queue, client: RedisClient, pending: readonly PendingCall[], lane: string, tools: readonly string[]): Promise<Written> {
     const pipeline = client.pipeline() as IRedisTransaction & Pick<ChainableCommander, 'eval' | 'zcount'>;
-    for (const { call } of pending) pipeline.eval(CREATE_CALL, 2, this.#keys.callLane(call.id), this.#keys.call(call.lane, call.id), ...createCallArgs(call, this.#retentionMs));
+    // Every record of the flush in one script (see CREATE_CALLS).
+    const keys: string[] = [];
+    const args: (string | number)[] = [this.#retentionMs];
+    for (const { call } of pending) {
+      keys.push(this.#keys.callLane(call.id), this.#keys.call(call.lane, call.id));
+      const values = createCallArgs(call, this.#retentionMs);
+      // createCallArgs leads with the retention, which CREATE_CALLS takes once.
+      args.push(values.length - 1);
+      for (let i = 1; i < values.length; i++) args.push(values[i]!);
+    }
+    pipeline.eval(CREATE_CALLS, keys.length, ...keys, ...args);
     const now = Date.now();
     for (const tool of tools) pipeline.zcount(this.#keys.catalogLeases(lane, tool), now, '+inf');
     // Queued on the pipeline synchronously; its outcome is read from the pipeline's results below.
     this.#job(queue, pending.map((p) => p.call.envelope)).addJob(pipeline).catch(() => undefined);
     const results = (await pipeline.exec()) ?? [];
-    const added = results[pending.length + tools.length];
+    const added = results[1 + tools.length];
     if (added === undefined || added[0] !== null) throw added?.[0] ?? new Error('the job was not added');
-    return { records: results.slice(0, pending.length), live: new Map(tools.map((tool, i) => [tool, Number(results[pending.length + i]?.[1] ?? 0)])) };
+    const [error, replies] = results[0] ?? [new Error('no reply for the call records')];
+    const records = pending.map((_, i): readonly [Error | null, unknown] => (error !== null ? [error, undefined] : [null, (replies as unknown[])[i]]));
+    return { records, live: new Map(tools.map((tool, i) => [tool, Number(results[1 + i]?.[1] ?? 0)])) };
   }
 
   /**

@@ -65,6 +65,8 @@ export class ReplyInbox {
   #turn = 0;
   readonly #waiters = new Map<string, Set<Waiter>>();
   readonly #progress = new Map<string, Set<ProgressListener>>();
+  /** Listeners of abort signals that calls wait on, one EventTarget listener per signal (see #onAbort). */
+  readonly #abortListeners = new WeakMap<AbortSignal, Set<() => void>>();
   readonly #batch: number;
   #running = false;
   #released = false;
@@ -135,7 +137,7 @@ export class ReplyInbox {
       if (set === undefined) this.#waiters.set(callId, (set = new Set()));
       const done = (message: ResultReply | undefined): void => {
         clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
+        unlisten?.();
         set.delete(waiter);
         if (set.size === 0 && this.#waiters.get(callId) === set) this.#waiters.delete(callId);
         resolve(message);
@@ -144,10 +146,29 @@ export class ReplyInbox {
       const onAbort = (): void => done(undefined);
       const timer = setTimeout(() => done(undefined), timeoutMs);
       set.add(waiter);
-      signal?.addEventListener('abort', onAbort, { once: true });
+      const unlisten = signal === undefined ? undefined : this.#onAbort(signal, onAbort);
       stop = onAbort;
     });
     return { reply, stop };
+  }
+
+  /**
+   * Runs `listener` when `signal` aborts; returns its removal. The calls of a
+   * batch request all wait on the request's one signal: they share a single
+   * EventTarget listener here instead of adding and removing one each.
+   */
+  #onAbort(signal: AbortSignal, listener: () => void): () => void {
+    let listeners = this.#abortListeners.get(signal);
+    if (listeners === undefined) {
+      const set = (listeners = new Set());
+      this.#abortListeners.set(signal, set);
+      signal.addEventListener('abort', () => {
+        for (const l of [...set]) l();
+      }, { once: true });
+    }
+    const set = listeners;
+    set.add(listener);
+    return () => set.delete(listener);
   }
 
   /**

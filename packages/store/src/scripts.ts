@@ -60,6 +60,33 @@ redis.call('PEXPIRE', KEYS[2], ARGV[1])
 return 0`;
 
 /**
+ * CREATE_CALL for every call of one submit flush, in one script: a flush of
+ * 64 calls is one command (and, sent by EVAL, one copy of the script text)
+ * instead of 64. KEYS: per call, its lane index then its record. ARGV[1]: the
+ * retention ms; then per call the number of values that follow, its lane and
+ * its record's fields. Returns per call what CREATE_CALL returns. Single
+ * Redis server only: the keys lie in as many slots as there are calls.
+ */
+export const CREATE_CALLS = `
+local retention = tonumber(ARGV[1])
+local out = {}
+local a = 2
+for i = 1, #KEYS / 2 do
+  local n = tonumber(ARGV[a])
+  local lane = redis.call('GET', KEYS[2 * i - 1])
+  if lane then
+    out[i] = lane
+  else
+    redis.call('SET', KEYS[2 * i - 1], ARGV[a + 1], 'PX', retention * 2)
+    redis.call('HSET', KEYS[2 * i], unpack(ARGV, a + 2, a + n))
+    redis.call('PEXPIRE', KEYS[2 * i], retention)
+    out[i] = 0
+  end
+  a = a + n + 1
+end
+return out`;
+
+/**
  * A worker takes a call. Returns {outcome, starts}: 'started'; 'redelivered'
  * (the call was already running: its previous worker was lost); or why it must
  * not run: 'missing', 'superseded' (ARGV[3], the job's submission token, is
@@ -240,3 +267,29 @@ redis.call('HSET', KEYS[1], 'status', 'queued', 'decidedBy', ARGV[2], 'decision'
 if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'envelope', ARGV[4]) end
 redis.call('HDEL', KEYS[1], 'reason')
 return {'ok'}`;
+
+/**
+ * One script run for many calls: wraps a per-call script (one that reads
+ * only its KEYS and ARGV) so that a single EVALSHA applies it to each call in
+ * turn. KEYS: every call's keys, one call after the other. ARGV: per call,
+ * its number of keys, its number of arguments, then its arguments. Returns
+ * per call what the script returns, or an error reply in that call's place
+ * when its part raised one (the others still run). Single Redis server only:
+ * the calls' keys lie in different slots.
+ */
+export function batchScript(lua: string): string {
+  return `local function one(KEYS, ARGV)
+${lua}
+end
+local out = {}
+local k, a, i = 1, 1, 1
+while a <= #ARGV do
+  local nk, na = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+  local ok, reply = pcall(one, {unpack(KEYS, k, k + nk - 1)}, {unpack(ARGV, a + 2, a + 1 + na)})
+  if ok then out[i] = reply
+  elseif type(reply) == 'table' and reply.err then out[i] = reply
+  else out[i] = {err = tostring(reply)} end
+  k, a, i = k + nk, a + 2 + na, i + 1
+end
+return out`;
+}

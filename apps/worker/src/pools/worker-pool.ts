@@ -1,4 +1,3 @@
-import { setMaxListeners } from 'node:events';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import {
@@ -96,6 +95,30 @@ class Slots {
 }
 
 /**
+ * A call running in this worker, and the way to stop it: runExecutor hands
+ * over its cancel function when the run begins (no AbortController and
+ * listener of our own per call on the hot path). The first stop wins.
+ */
+class ActiveRun {
+  #cancel: ((reason: unknown) => void) | undefined;
+  /** Why it was stopped (a shutdown's WorkerLostError, a caller's cancellation), if it was. */
+  stoppedFor: unknown;
+  #stopped = false;
+
+  attach(cancel: (reason: unknown) => void): void {
+    this.#cancel = cancel;
+    if (this.#stopped) cancel(this.stoppedFor);
+  }
+
+  stop(reason: unknown): void {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    this.stoppedFor = reason;
+    this.#cancel?.(reason);
+  }
+}
+
+/**
  * A pool of one tier (and, for host, one pool): takes calls from its queue,
  * runs them, stores each result and pushes it to the dispatchers waiting for it.
  */
@@ -120,7 +143,8 @@ export class WorkerPool {
   #risk: RedisRiskSignalQueue | undefined;
   readonly #slots: Slots;
   #leaseTimer: NodeJS.Timeout | undefined;
-  readonly #active = new Map<string, AbortController>();
+  /** Calls running here, by id: each with the way to stop it. */
+  readonly #active = new Map<string, ActiveRun>();
   /** Jobs being processed, and their calls that have not asked for a slot yet. */
   #activeJobs = 0;
   #unasked = 0;
@@ -163,7 +187,7 @@ export class WorkerPool {
     this.#subscriber = connectRedis(o.redis, 'blocking', o.log);
     await this.#subscriber.subscribe(this.#keys.cancelChannel(this.lane));
     this.#subscriber.on('message', (_channel: string, callId: string) => {
-      this.#active.get(callId)?.abort('cancelled by its caller');
+      this.#active.get(callId)?.stop('cancelled by its caller');
     });
 
     this.#worker = new Worker(this.queue, (job, _token, signal) => this.#process(job, signal), {
@@ -223,7 +247,7 @@ export class WorkerPool {
     const closing = this.#worker?.close();
     const grace = setTimeout(() => {
       if (this.#active.size > 0) o.log.warn({ active: this.#active.size }, 'grace period over: aborting active calls');
-      for (const controller of this.#active.values()) controller.abort(new WorkerLostError('call', 'the worker shut down'));
+      for (const run of this.#active.values()) run.stop(new WorkerLostError('call', 'the worker shut down'));
     }, o.shutdownGraceMs);
     await closing;
     clearTimeout(grace);
@@ -323,8 +347,12 @@ export class WorkerPool {
       this.#o.log.error({ jobId: job.id, name: job.name }, 'job is neither a call envelope nor a batch; dropped');
       throw new UnrecoverableError('invalid call envelope');
     }
-    // Every call of a batch listens to the job's signal; that is expected, not a leak.
-    if (bullSignal !== undefined) setMaxListeners(envelopes.length + 10, bullSignal);
+    // The job's signal (BullMQ's cancelJob) reaches its calls through one listener, not one per call:
+    // adding and removing an EventTarget listener per call was measurable on the hot path.
+    const running = new Set<ActiveRun>();
+    bullSignal?.addEventListener('abort', () => {
+      for (const run of running) run.stop('cancelled by its caller');
+    }, { once: true });
     this.#activeJobs++;
     this.#unasked += envelopes.length;
     this.#callsPerJob = 0.8 * this.#callsPerJob + 0.2 * envelopes.length;
@@ -334,7 +362,7 @@ export class WorkerPool {
         envelopes.map((envelope) => {
           this.#unasked--;
           return this.#slots.run(
-            () => this.#runCall(envelope, bullSignal),
+            () => this.#runCall(envelope, running),
             () => this.#govern(),
           );
         }),
@@ -382,7 +410,8 @@ export class WorkerPool {
     this.#worker.concurrency = this.#activeJobs + more;
   }
 
-  async #runCall(envelope: CallEnvelope, bullSignal?: AbortSignal): Promise<void> {
+  /** Runs one call of a job; `jobCalls` holds the job's running calls, for the job's cancellation. */
+  async #runCall(envelope: CallEnvelope, jobCalls: Set<ActiveRun>): Promise<void> {
     const { call } = envelope;
     const log = lazyChild(this.#o.log, { callId: call.id, tool: call.name, tier: this.#o.tier });
     // Before anything else: a call this queue's key does not vouch for never runs.
@@ -435,10 +464,9 @@ export class WorkerPool {
         break;
     }
 
-    const controller = new AbortController();
-    const onBullAbort = (): void => controller.abort('cancelled by its caller');
-    bullSignal?.addEventListener('abort', onBullAbort, { once: true });
-    this.#active.set(call.id, controller);
+    const active = new ActiveRun();
+    jobCalls.add(active);
+    this.#active.set(call.id, active);
     log.info({ attempt: starts }, 'call started');
     const startedAt = Date.now();
     const began = performance.now();
@@ -454,19 +482,19 @@ export class WorkerPool {
     };
     let result: ToolResult;
     try {
-      const run = () => runExecutor(executor, definition, call, { signal: controller.signal, attempt: starts, onProgress });
+      const run = () => runExecutor(executor, definition, call, { onCancellable: (cancel) => active.attach(cancel), attempt: starts, onProgress });
       result = this.#o.tracer === undefined ? await run() : await this.#o.tracer.execute(call, this.#o.tier, envelope.trace, run);
     } finally {
       throttle?.close();
       this.#active.delete(call.id);
-      bullSignal?.removeEventListener('abort', onBullAbort);
+      jobCalls.delete(active);
     }
     if (reporting !== undefined) await reporting;
     const elapsed = performance.now() - began;
     const ms = Math.round(elapsed);
     this.#o.metrics?.observeRun(call.name, this.#o.tier, { queueWaitMs: startedAt - envelope.enqueuedAt, executionMs: elapsed, endToEndMs: startedAt + elapsed - envelope.enqueuedAt });
 
-    const lostToShutdown = controller.signal.reason instanceof WorkerLostError;
+    const lostToShutdown = active.stoppedFor instanceof WorkerLostError;
     const code = result.error?.code;
     if (lostToShutdown || (result.isError && code !== 'CANCELLED')) {
       const mayRetry = definition.retryable && (lostToShutdown || (code !== undefined && isErrorCode(code) && isRetryable(code))) && starts < this.#o.retryAttempts;

@@ -4,8 +4,8 @@
  * forbids: no file access beyond the bundle, no child processes, no network.
  */
 import { Socket } from 'node:net';
-import { createInterface } from 'node:readline';
 import { isFleetError, ProgressThrottle, progressOf, toWireError, type Tier, type ToolExecutor, type TrustLevel } from '@forge-fleet/shared';
+import { lineReader, Outbox } from './framing.js';
 import { type RunRequest, type RuntimeConfig, SANDBOX_PROGRESS_INTERVAL_MS, type SandboxRequest } from './protocol.js';
 
 /** The protocol channel the worker opened as the fourth stdio entry. */
@@ -37,27 +37,21 @@ export function serveSandbox(tools: unknown): void {
   const channel = new Socket({ fd: CHANNEL_FD, readable: true, writable: true });
   const running = new Map<string, AbortController>();
   // Replies written in the same turn leave in one write.
-  let corked = false;
-  const write = (line: string): void => {
-    if (!corked) {
-      corked = true;
-      channel.cork();
-      process.nextTick(() => {
-        corked = false;
-        channel.uncork();
-      });
-    }
-    channel.write(line);
-  };
-  const send = (message: object): void => write(`${JSON.stringify(message)}\n`);
+  const outbox = new Outbox((text) => channel.write(text));
+  const send = (message: object): void => outbox.send(JSON.stringify(message));
 
   const run = async (request: RunRequest): Promise<void> => {
     const controller = new AbortController();
     running.set(request.runId, controller);
     // Coalesced here too, so a handler reporting in a tight loop does not flood the channel.
-    const throttle = new ProgressThrottle(SANDBOX_PROGRESS_INTERVAL_MS, ({ progress, total, message }) => {
-      send({ type: 'progress', runId: request.runId, progress, ...(total === undefined ? {} : { total }), ...(message === undefined ? {} : { message }) });
-    });
+    // Made on the first report: most handlers never report.
+    let throttle: ProgressThrottle | undefined;
+    const report = (checked: ReturnType<typeof progressOf>): void => {
+      throttle ??= new ProgressThrottle(SANDBOX_PROGRESS_INTERVAL_MS, ({ progress, total, message }) => {
+        send({ type: 'progress', runId: request.runId, progress, ...(total === undefined ? {} : { total }), ...(message === undefined ? {} : { message }) });
+      });
+      throttle.push(checked);
+    };
     try {
       const executor = executors.get(request.tool);
       if (executor === undefined) throw new Error(`the sandbox bundle has no tool '${request.tool}'`);
@@ -71,33 +65,31 @@ export function serveSandbox(tools: unknown): void {
         trust: request.trust as TrustLevel,
         progress: (update) => {
           const checked = progressOf(update);
-          if (running.get(request.runId) === controller && !controller.signal.aborted) throttle.push(checked);
+          if (running.get(request.runId) === controller && !controller.signal.aborted) report(checked);
         },
       });
-      throttle.close();
+      throttle?.close();
       const line = JSON.stringify({ type: 'result', runId: request.runId, result });
       if (Buffer.byteLength(line) > outputBytes) {
         send({ type: 'limit', runId: request.runId, limit: 'output', detail: `the result is ${Buffer.byteLength(line)} bytes, the limit is ${outputBytes}` });
       } else {
-        write(`${line}\n`);
+        outbox.send(line);
       }
     } catch (error) {
       if (isFleetError(error)) send({ type: 'fleet-error', runId: request.runId, error: toWireError(error) });
       else if (error instanceof RangeError && OFF_HEAP_OOM.test(error.message)) send({ type: 'limit', runId: request.runId, limit: 'memory', detail: error.message });
       else send({ type: 'thrown', runId: request.runId, reason: reasonOf(error) });
     } finally {
-      throttle.close();
+      throttle?.close();
       running.delete(request.runId);
     }
   };
 
-  const lines = createInterface({ input: channel, crlfDelay: Infinity });
-  lines.on('error', () => process.exit(0));
-  lines.on('line', (line) => {
+  channel.on('data', lineReader((line) => {
     const request = JSON.parse(line) as SandboxRequest;
     if (request.type === 'run') void run(request);
     else running.get(request.runId)?.abort(new Error(request.reason));
-  });
+  }));
   // Without its worker a sandbox has nothing to do; never outlive it.
   channel.on('end', () => process.exit(0));
   channel.on('error', () => process.exit(0));

@@ -1,6 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { createInterface } from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
 import {
   CancelledError,
@@ -14,6 +13,7 @@ import {
 } from '@forge-fleet/shared';
 import type { Logger } from 'pino';
 import { cpuSecondsFromStat, errorForExit, type ProcessExit } from './exit.js';
+import { lineReader, Outbox } from './framing.js';
 import type { LaunchCommand, SandboxLimits } from './launch.js';
 import { type RunRequest, SandboxReply, type SandboxRequest } from './protocol.js';
 
@@ -84,7 +84,9 @@ export class SandboxProcess {
   #cpuPoll: NodeJS.Timeout | undefined;
   /** The process's CPU seconds at the last reading. */
   #lastCpu: number | undefined;
-  #corked = false;
+  /** When (performance.now()) #lastCpu was read. */
+  #lastCpuAt = 0;
+  readonly #outbox: Outbox;
   readonly exited: Promise<ProcessExit>;
 
   private constructor(child: ChildProcess, limits: SandboxLimits, log: Logger) {
@@ -92,6 +94,7 @@ export class SandboxProcess {
     this.#limits = limits;
     this.#log = log;
     this.#channel = child.stdio[3] as Writable;
+    this.#outbox = new Outbox((text) => this.#channel.write(text));
     // A killed process resets its pipes; that is reported through 'exit', and must never crash the worker.
     for (const stream of child.stdio) stream?.on('error', () => undefined);
     child.stderr?.on('data', (chunk: Buffer) => {
@@ -172,6 +175,11 @@ export class SandboxProcess {
     }
   }
 
+  #readCpu(): void {
+    this.#lastCpu = this.cpuSeconds();
+    this.#lastCpuAt = performance.now();
+  }
+
   /**
    * Runs one call. Resolves with the handler's ToolResult (unchecked: the
    * caller validates it); rejects with a FleetError. When `signal` fires, the
@@ -182,9 +190,10 @@ export class SandboxProcess {
     if (!this.alive) return Promise.reject(new InternalError('a sandbox process was handed a call while dead; this is a bug in the sandbox pool'));
     const request: RunRequest = { ...call, runId: String(++this.#runs) };
     return new Promise((resolve, reject) => {
-      // While calls run, the CPU reading of the last poll (at most CPU_POLL_MS old, so it can only over-count a call's
-      // CPU) saves a /proc read per call; the first call after idling reads it afresh.
-      if (this.#running.size === 0) this.#lastCpu = this.cpuSeconds();
+      // The CPU reading of the last poll or start, if at most CPU_POLL_MS old (so it can only over-count a call's
+      // CPU, by at most what the process used in that time), saves a /proc read per call. Under load a process
+      // often runs dry between two batches of calls: without the age check each batch cost a /proc read.
+      if (this.#running.size === 0 && (this.#lastCpu === undefined || performance.now() - this.#lastCpuAt > CPU_POLL_MS)) this.#readCpu();
       const running: Running = { request, cpuStart: this.#lastCpu, resolve, reject, onProgress, cleanups: [] };
       this.#running.set(request.runId, running);
       if (running.cpuStart !== undefined) this.#cpuPoll ??= setInterval(() => this.#checkCpu(), CPU_POLL_MS);
@@ -229,7 +238,7 @@ export class SandboxProcess {
    * the limit again by itself.
    */
   #checkCpu(): void {
-    this.#lastCpu = this.cpuSeconds();
+    this.#readCpu();
     const oldest = this.#running.values().next().value;
     if (oldest?.cpuStart === undefined || this.#lastCpu === undefined) return;
     const used = this.#lastCpu - oldest.cpuStart;
@@ -241,41 +250,29 @@ export class SandboxProcess {
 
   #send(message: SandboxRequest): void {
     // Everything sent in this turn leaves in one write.
-    if (!this.#corked) {
-      this.#corked = true;
-      this.#channel.cork();
-      process.nextTick(() => {
-        this.#corked = false;
-        this.#channel.uncork();
-      });
-    }
-    this.#channel.write(`${JSON.stringify(message)}\n`);
+    this.#outbox.send(JSON.stringify(message));
   }
 
   #lines(onReply: (reply: SandboxReply) => void): void {
     const input = this.#child.stdio[3] as Readable;
     let pending = 0;
-    // A reply without a newline must not grow without bound; the runtime itself keeps results under outputBytes.
-    input.on('data', (chunk: Buffer) => {
-      const newline = chunk.lastIndexOf(10);
-      pending = newline === -1 ? pending + chunk.length : chunk.length - newline - 1;
-      if (pending > this.#limits.outputBytes + 64 * 1024) {
-        this.kill(new ResourceLimitError(this.#oldestTool(), 'output', `a reply passed ${this.#limits.outputBytes} bytes`));
-      }
-    });
-    const lines = createInterface({ input, crlfDelay: Infinity });
-    // readline re-emits its input's errors (ECONNRESET when a process is killed); 'exit' reports those.
-    lines.on('error', () => undefined);
-    lines.on('line', (line) => {
-      let reply: SandboxReply;
-      try {
-        reply = SandboxReply.parse(JSON.parse(line));
-      } catch {
+    const read = lineReader((line) => {
+      const reply = replyOf(line);
+      if (reply === undefined) {
         this.kill(new ExecutionFailedError(this.#oldestTool(), 'its sandbox process sent a malformed reply and was replaced'));
         return;
       }
       onReply(reply);
       if (reply.type !== 'ready') this.#onReply(reply);
+    });
+    input.on('data', (chunk: Buffer) => {
+      // A reply without a newline must not grow without bound; the runtime itself keeps results under outputBytes.
+      const newline = chunk.lastIndexOf(10);
+      pending = newline === -1 ? pending + chunk.length : chunk.length - newline - 1;
+      if (pending > this.#limits.outputBytes + 64 * 1024) {
+        this.kill(new ResourceLimitError(this.#oldestTool(), 'output', `a reply passed ${this.#limits.outputBytes} bytes`));
+      }
+      read(chunk);
     });
   }
 
@@ -348,4 +345,26 @@ function findNodePid(pid: number | undefined): number | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * A reply line, checked: the sandbox is untrusted. A result (nearly every
+ * line under load) has a shape simple enough to check by hand — its `result`
+ * is checked against ToolResult by runExecutor anyway — and skips the schema's
+ * copy of the object; everything else goes through {@link SandboxReply}.
+ * Undefined when the line is not a valid reply.
+ */
+function replyOf(line: string): SandboxReply | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(line);
+  } catch {
+    return undefined;
+  }
+  if (typeof value === 'object' && value !== null && (value as { type?: unknown }).type === 'result') {
+    const { runId, result } = value as { runId?: unknown; result?: unknown };
+    return typeof runId === 'string' && 'result' in value ? { type: 'result', runId, result } : undefined;
+  }
+  const parsed = SandboxReply.safeParse(value);
+  return parsed.success ? parsed.data : undefined;
 }

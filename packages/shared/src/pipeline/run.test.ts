@@ -61,6 +61,31 @@ describe('runExecutor', () => {
     expect(result.content).toContain('user pressed stop');
   });
 
+  it('hands the caller a cancel function that stops the run as an abort would; the first stop wins', async () => {
+    let cancel: (reason: unknown) => void = () => {};
+    let started: () => void = () => {};
+    const running = new Promise<void>((r) => (started = r));
+    let handlerSignal: AbortSignal | undefined;
+    const tool = defineTool({
+      name: 'long',
+      tier: 'platform',
+      handler: async (_a, ctx) => {
+        handlerSignal = ctx.signal;
+        started();
+        return untilAborted(ctx.signal);
+      },
+    });
+    const pending = run(tool, { onCancellable: (c) => (cancel = c) });
+    await running;
+    cancel('worker shutting down');
+    cancel('second reason, ignored');
+    const result = await pending;
+    expect(result).toMatchObject({ isError: true, error: { code: 'CANCELLED' } });
+    expect(result.content).toContain('worker shutting down');
+    expect(result.content).not.toContain('second reason');
+    expect(handlerSignal?.aborted).toBe(true);
+  });
+
   it('does not start a call whose signal already fired', async () => {
     let ran = false;
     const tool = defineTool({ name: 'never', tier: 'platform', handler: () => ((ran = true), 'x') });

@@ -1,4 +1,4 @@
-import { createHash, createHmac, hkdfSync, timingSafeEqual } from 'node:crypto';
+import { createHmac, hash, hkdfSync, timingSafeEqual } from 'node:crypto';
 import type { CallEnvelope, CallSignature } from '../wire/envelope.js';
 import { stableStringify } from '../wire/stable-json.js';
 
@@ -26,7 +26,8 @@ export function deriveQueueKey(secret: Uint8Array, queue: string): Buffer {
 
 /** What a signature covers, in one canonical text: everything a worker acts on. */
 function signedText(e: CallEnvelope, validUntil: number): string {
-  const argumentsHash = createHash('sha256').update(stableStringify(e.call.arguments)).digest('base64url');
+  // One-shot: no Hash object per call (this runs twice per call, on the dispatcher and the worker).
+  const argumentsHash = hash('sha256', stableStringify(e.call.arguments), 'base64url');
   return [
     SIGNATURE_ALGORITHM,
     e.call.id,
