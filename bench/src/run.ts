@@ -109,7 +109,7 @@ async function startServers(arm: Arm, point: Point, redisUrl: string): Promise<{
   const urls: string[] = [];
   for (let i = 0; i < point.dispatchers; i++) {
     const port = await freePort();
-    procs.push(start('dispatcher', nodeArgsFor('apps/dispatcher/bin/forge-dispatcher.js'), { ...env, ...signing.dispatcher, PORT: String(port) }));
+    procs.push(start('dispatcher', [...(process.env.BENCH_DISPATCHER_FLAGS?.split(' ').filter(Boolean) ?? []), ...nodeArgsFor('apps/dispatcher/bin/forge-dispatcher.js')], { ...env, ...signing.dispatcher, PORT: String(port) }));
     urls.push(`http://127.0.0.1:${port}`);
   }
   procs.push(start('worker', [...(process.env.BENCH_WORKER_FLAGS?.split(' ').filter(Boolean) ?? []), ...nodeArgsFor('apps/worker/bin/forge-worker.js'), '--tier', 'platform', '--tools', 'bench/src/tools.ts', '--concurrency', String(WORKER_CONCURRENCY)], { ...env, ...signing.platformWorker }));
