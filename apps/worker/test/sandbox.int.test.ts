@@ -57,6 +57,28 @@ beforeAll(async () => {
   tools = await loadToolsModule(MODULE);
 });
 
+describe('sandbox: calls waiting for a slot', () => {
+  let sandbox: Sandbox;
+  beforeAll(async () => {
+    sandbox = await startSandbox({ modulePath: MODULE, tools, log: memoryLogger().log, conditions: ['forge-source'], size: 1, callsPerProcess: 1, cancelGraceMs: 200 });
+  });
+  afterAll(() => sandbox.close());
+
+  it('a call cancelled while it waits ends CANCELLED at once, never runs, and leaves the slot to the next call', async () => {
+    const holder = new AbortController();
+    const holding = sandboxed(sandbox, 'wait_for_abort', {}, { signal: holder.signal });
+    const waiter = new AbortController();
+    const waiting = sandboxed(sandbox, 'runs', {}, { signal: waiter.signal });
+    waiter.abort('caller gave up');
+    // Answered while the slot is still held: it does not wait for its turn to be told.
+    expect(await waiting).toMatchObject({ isError: true, error: { code: 'CANCELLED' }, content: expect.stringContaining('caller gave up') as string });
+    holder.abort('done holding');
+    expect(await holding).toMatchObject({ isError: true, error: { code: 'CANCELLED' } });
+    // The cancelled call never ran: the process's first run of `runs` is this one.
+    expect((await sandboxed(sandbox, 'runs')).structuredContent).toMatchObject({ runs: 1 });
+  });
+});
+
 describe('sandbox: isolation', () => {
   let sandbox: Sandbox;
   let scratch: string;
