@@ -299,10 +299,18 @@ describe('a fleet: one dispatcher, workers of every tier', () => {
     expect(dispatcher.output()).not.toContain('"level":50');
   });
 
-  it('batches the client calls made together, and still answers each on its own', async () => {
-    const [ok, bad] = await Promise.allSettled([client.call('echo', { together: true }), client.call('count', { n: 'x' })]);
-    expect(ok).toMatchObject({ status: 'fulfilled', value: { isError: false, structuredContent: { echo: { together: true } } } });
-    expect(bad).toMatchObject({ status: 'rejected', reason: { code: 'SCHEMA_VALIDATION' } });
+  it.each([
+    ['on its call stream', true],
+    ['as one batch request', false],
+  ])('sends the client calls made together %s, and still answers each on its own', async (_how, stream) => {
+    const sender = new FleetClient({ url: dispatcher.url, token, stream });
+    try {
+      const [ok, bad] = await Promise.allSettled([sender.call('echo', { together: true }), sender.call('count', { n: 'x' })]);
+      expect(ok).toMatchObject({ status: 'fulfilled', value: { isError: false, structuredContent: { echo: { together: true } } } });
+      expect(bad).toMatchObject({ status: 'rejected', reason: { code: 'SCHEMA_VALIDATION' } });
+    } finally {
+      await sender.close();
+    }
   });
 
   it('answers health and readiness', async () => {

@@ -222,8 +222,9 @@ describe('faults survived under load', () => {
   it('a dispatcher killed with agents waiting on it: they re-wait on another and get every result, each call run once', async () => {
     await Promise.all([fleet.worker({ tier: 'platform', concurrency: 64 }), fleet.worker({ tier: 'platform', concurrency: 64 })]);
     const [first, second] = await Promise.all([fleet.dispatcher(), fleet.dispatcher()]);
-    // Eight agents; each knows both dispatchers and starts on the first.
-    const agents = Array.from({ length: 8 }, () => new FleetClient({ url: [first.url, second.url] }));
+    // Eight agents; each knows both dispatchers and starts on the first. Half send on call streams, half in batch
+    // requests: both must send again what the dead dispatcher left unanswered.
+    const agents = Array.from({ length: 8 }, (_, i) => new FleetClient({ url: [first.url, second.url], stream: i % 2 === 0 }));
     clients.push(...agents);
     const calls = Array.from({ length: 800 }, (_, i) => ({ id: `dkill-${i}-${randomUUID()}`, agent: agents[i % agents.length]! }));
     const answers = calls.map((c) => settle(c.agent.call('work', { ms: 300 }, { id: c.id, timeoutMs: 60_000 })));

@@ -72,7 +72,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   });
   void app.register(healthRoutes(deps.ready));
   void app.register(toolRoutes(deps.catalog, deps.auth, deps.audit));
-  void app.register(callRoutes(deps.calls, deps.auth));
+  void app.register(callRoutes(deps.calls, deps.auth, { closing: deps.closing, maxLineChars: deps.bodyLimit }));
   void app.register(approvalRoutes(deps.approvals, deps.auth));
   void app.register(policyRoutes(deps.policy, deps.auth));
   void app.register(auditRoutes(deps.auditReader, deps.auth));

@@ -20,6 +20,7 @@ import {
 } from '@forge-fleet/shared';
 import { randomUUID } from 'node:crypto';
 import { Agent, request } from 'undici';
+import { CallStream, type StreamedCall, type StreamLoss } from './call-stream.js';
 
 /** How to reach a dispatcher. */
 export interface FleetClientOptions {
@@ -48,6 +49,16 @@ export interface FleetClientOptions {
    */
   readonly batch?: boolean;
   /**
+   * Send calls (those that batching would send) over one long
+   * `POST /v1/calls/stream` request instead: each call a line of the request
+   * body, each answer a line of the response, so an agent whose calls end a
+   * few at a time does not pay for an HTTP request per call or two. Falls back
+   * to batches by itself when the dispatcher does not serve streams or
+   * something between buffers request bodies (no answer begins within 10 s).
+   * @defaultValue true
+   */
+  readonly stream?: boolean;
+  /**
    * How long a request keeps being retried — on the next dispatcher, with
    * backoff — while dispatchers cannot be reached (refused, reset, killed) or
    * answer `UNAVAILABLE` (their Redis is away). Only requests that are safe to
@@ -69,6 +80,12 @@ function isTransient(error: unknown): boolean {
     if (code === 'UNAVAILABLE') return true;
   }
   return false;
+}
+
+/** A call on a stream, with when it was first sent and how often it has been sent again. */
+interface Streamed extends StreamedCall {
+  readonly since: number;
+  readonly attempt: number;
 }
 
 interface Queued {
@@ -117,6 +134,10 @@ export class FleetClient {
   readonly #batching: boolean;
   /** Calls waiting for the end of this turn, by the `wait` they ask for. */
   readonly #queued = new Map<number, Queued[]>();
+  /** Whether calls go on streams; turned off for good when a dispatcher cannot stream. */
+  #streaming: boolean;
+  /** The open call stream for each `wait`. */
+  readonly #streams = new Map<number, CallStream<Streamed>>();
 
   constructor(options: FleetClientOptions) {
     const urls = typeof options.url === 'string' ? [options.url] : options.url;
@@ -131,6 +152,7 @@ export class FleetClient {
     };
     this.#timeoutMs = options.timeoutMs ?? 60_000;
     this.#batching = options.batch ?? true;
+    this.#streaming = this.#batching && (options.stream ?? true);
   }
 
   /** The tools this client may call (filtered by its task's scope), sorted by name. */
@@ -213,12 +235,15 @@ export class FleetClient {
     return QueueStatsList.parse(await this.#send('GET', '/v1/queues', undefined, undefined, true));
   }
 
-  /** Closes the keep-alive connections. */
+  /** Closes the keep-alive connections (and call streams; calls still on them are given up). */
   async close(): Promise<void> {
+    for (const stream of this.#streams.values()) stream.close();
+    this.#streams.clear();
     await this.#agent.close();
   }
 
   #enqueue(body: Record<string, unknown>, waitMs: number): Promise<CallView> {
+    if (this.#streaming) return new Promise((resolve, reject) => this.#onStream({ body: body as StreamedCall['body'], resolve, reject, since: Date.now(), attempt: 0 }, waitMs));
     return new Promise((resolve, reject) => {
       let queued = this.#queued.get(waitMs);
       if (queued === undefined) {
@@ -245,6 +270,49 @@ export class FleetClient {
       return;
     }
     void this.#sendBatchRetrying(`/v1/calls/batch${query}`, items);
+  }
+
+  /** Sends a call on the stream for its `wait`, opening one when there is none taking calls. */
+  #onStream(call: Streamed, waitMs: number): void {
+    let stream = this.#streams.get(waitMs);
+    if (stream === undefined || !stream.accepting) {
+      stream?.retire();
+      const query = waitMs > 0 ? `?wait=${waitMs}` : '';
+      const opened: CallStream<Streamed> = new CallStream<Streamed>({
+        url: `${this.#bases[this.#current]}/v1/calls/stream${query}`,
+        agent: this.#agent,
+        headers: this.#headers,
+        errorFrom,
+        onLoss: (calls, loss) => void this.#streamLoss(calls, loss, waitMs),
+        onEnd: () => {
+          if (this.#streams.get(waitMs) === opened) this.#streams.delete(waitMs);
+        },
+      });
+      this.#streams.set(waitMs, opened);
+      stream = opened;
+    }
+    stream.send(call);
+  }
+
+  /**
+   * Calls a stream gave back unanswered: sent again (on the next dispatcher,
+   * after a pause) while the failure is one another attempt may get past and
+   * the call's retry window is open — every call carries its id, so none runs
+   * twice — else failed with the error. A dispatcher that cannot stream turns
+   * this client back to batches.
+   */
+  async #streamLoss(calls: readonly Streamed[], loss: StreamLoss, waitMs: number): Promise<void> {
+    if (loss.kind === 'unsupported') {
+      this.#streaming = false;
+      for (const call of calls) this.#enqueue(call.body, waitMs).then(call.resolve, call.reject);
+      return;
+    }
+    const now = Date.now();
+    const again = calls.filter((call) => isTransient(loss.error) && now - call.since < this.#retryWindowMs);
+    for (const call of calls) if (!again.includes(call)) call.reject(loss.error);
+    if (again.length === 0) return;
+    await this.#failover(Math.max(...again.map((call) => call.attempt)));
+    for (const call of again) this.#onStream({ ...call, attempt: call.attempt + 1 }, waitMs);
   }
 
   /**

@@ -1,13 +1,16 @@
 import { setMaxListeners } from 'node:events';
-import { PassThrough } from 'node:stream';
+import { PassThrough, Readable } from 'node:stream';
 import {
+  BadRequestError,
   type CallView,
   isFinalStatus,
   isFleetError,
+  lineReader,
   MAX_WAIT_MS,
   SubmitBatchRequest,
   SubmitCallRequest,
   ToolCallId,
+  UnavailableError,
 } from '@forge-fleet/shared';
 import { carrierOf } from '@forge-fleet/telemetry';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -43,9 +46,30 @@ function clientGone(request: FastifyRequest, reply: FastifyReply): AbortSignal {
 
 const statusOf = (view: CallView): number => (isFinalStatus(view.status) ? 200 : 202);
 
-/** `/v1/calls`: submit, read (and await), cancel. */
-export function callRoutes(calls: CallService, auth: Authenticator) {
+/** How long a call stream takes new calls; later lines are answered UNAVAILABLE, so clients open a new one (and show their token again). */
+export const STREAM_MAX_AGE_MS = 60_000;
+
+/** What the call routes need beyond the service. */
+export interface CallRoutesOptions {
+  /** Whether the dispatcher is shutting down (streams then take no new calls and end once answered). */
+  readonly closing?: (() => boolean) | undefined;
+  /** Longest line of a call stream, in characters: the body limit of one call. */
+  readonly maxLineChars: number;
+}
+
+/** `/v1/calls`: submit (one, a batch, or a stream), read (and await), cancel. */
+export function callRoutes(calls: CallService, auth: Authenticator, options: CallRoutesOptions) {
+  const closing = options.closing ?? (() => false);
   return (app: FastifyInstance): void => {
+    // A call stream's body is read line by line by its route, as it arrives.
+    app.addContentTypeParser('application/x-ndjson', (_request, payload, done) => done(null, payload));
+    /** Ends the streams that are answered and takes no more calls on any: run as the server begins to close. */
+    const streams = new Set<() => void>();
+    app.addHook('preClose', (done) => {
+      for (const end of [...streams]) end();
+      done();
+    });
+
     app.post('/v1/calls', async (request, reply) => {
       const caller = await callerOf(request, auth);
       const { wait } = parseRequest(WaitQuery, request.query, 'query');
@@ -83,6 +107,79 @@ export function callRoutes(calls: CallService, auth: Authenticator) {
         );
       });
       return reply.status(200).header('content-type', 'application/x-ndjson').send(lines);
+    });
+
+    // One long request for many calls: each call is a line of the request body (a SubmitCallRequest with its id),
+    // each answer a line of the response (`{ id, ...view }` or `{ id, error }`) as soon as its call ends or its
+    // wait runs out. For an agent whose calls end a few at a time this takes the HTTP work of a request out of
+    // every call. The answer ends once the body has ended and every call is answered; a dispatcher shutting down
+    // answers what it holds, takes no new calls (UNAVAILABLE: the client sends them elsewhere) and ends it.
+    app.post('/v1/calls/stream', async (request, reply) => {
+      const caller = await callerOf(request, auth);
+      const { wait } = parseRequest(WaitQuery, request.query, 'query');
+      const input = request.body;
+      if (!(input instanceof Readable)) throw new BadRequestError('send a call stream as content-type application/x-ndjson, one call per line');
+      const signal = clientGone(request, reply);
+      const opened = Date.now();
+      const out = new PassThrough();
+      out.on('error', () => undefined);
+      let open = 0;
+      let lineNo = 0;
+      let inputEnded = false;
+      const answer = (body: object): void => {
+        if (!out.destroyed && !out.writableEnded) out.write(`${JSON.stringify(body)}\n`);
+      };
+      const end = (): void => {
+        if (open > 0 || !(inputEnded || closing()) || out.writableEnded) return;
+        streams.delete(end);
+        out.end();
+        // Ended by a shutdown while the client still sends: nothing more will be read.
+        if (!inputEnded) reply.raw.once('finish', () => request.raw.destroy());
+      };
+      streams.add(end);
+      const onLine = (line: string): void => {
+        const at = ++lineNo;
+        let value: unknown;
+        try {
+          value = JSON.parse(line);
+        } catch {
+          answer({ line: at, ...errorBody(new BadRequestError(`line ${at} of the call stream is not JSON`)) });
+          return;
+        }
+        const raw = (value as { id?: unknown } | null)?.id;
+        const tag = typeof raw === 'string' ? { id: raw } : { line: at };
+        const item = SubmitCallRequest.safeParse(value);
+        if (!item.success) return answer({ ...tag, ...errorBody(badRequest(`line ${at}`, item.error)) });
+        if (item.data.id === undefined) return answer({ ...tag, ...errorBody(new BadRequestError(`line ${at}: every call on a stream carries its id, to match its answer`)) });
+        if (closing()) return answer({ ...tag, ...errorBody(new UnavailableError('shutting down', { what: 'this dispatcher takes no new calls' })) });
+        if (Date.now() - opened > STREAM_MAX_AGE_MS) return answer({ ...tag, ...errorBody(new UnavailableError(`streams take calls for ${STREAM_MAX_AGE_MS / 1000} s`, { what: 'this call stream takes no new calls' })) });
+        open++;
+        calls.submit(item.data, caller, wait, signal).then(
+          (view) => answer(view),
+          (error: unknown) => {
+            if (!isFleetError(error)) request.log.error({ err: error }, 'streamed call failed');
+            answer({ ...tag, ...errorBody(asFleetError(error)) });
+          },
+        ).finally(() => {
+          open--;
+          end();
+        });
+      };
+      const read = lineReader(onLine, {
+        maxLineChars: options.maxLineChars,
+        onOverflow: () => answer({ line: lineNo + 1, ...errorBody(new BadRequestError(`line ${lineNo + 1} of the call stream is longer than ${options.maxLineChars} characters (the body limit of one call)`)) }),
+      });
+      input.on('data', read);
+      const inputDone = (): void => {
+        inputEnded = true;
+        end();
+      };
+      input.on('end', inputDone);
+      input.on('error', inputDone);
+      // An empty first line (readers skip empty lines): Node holds the headers back until the first byte, and a
+      // client must see its stream answered before any call ends (else it takes the stream for unsupported).
+      out.write('\n');
+      return reply.status(200).header('content-type', 'application/x-ndjson').send(out);
     });
 
     app.get<{ Params: { id: string } }>('/v1/calls/:id', async (request, reply) => {

@@ -63,6 +63,8 @@ const batchIndex = z
   .min(0)
   .max(MAX_BATCH_CALLS - 1);
 const BatchLine = z.union([CallView.extend({ index: batchIndex }), ErrorBody.extend({ index: batchIndex })]);
+/** One NDJSON line of a `POST /v1/calls/stream` answer: the call's view (it carries its id), its error with its id, or the error of a line without a usable id with the line's number. */
+const StreamLine = z.union([CallView, ErrorBody.extend({ id: z.string() }), ErrorBody.extend({ line: z.number().int().min(1) })]);
 
 const Health = z.object({ ok: z.boolean() });
 const ToolList = z.object({ tools: z.array(ToolDefinitionView) });
@@ -112,6 +114,7 @@ const RESPONSE_SCHEMAS = {
   WireError,
   ErrorBody,
   BatchLine,
+  StreamLine,
   ToolDefinition: ToolDefinitionView,
   ToolList,
   AuditEntry,
@@ -279,6 +282,25 @@ function buildPaths(): Record<string, Record<string, Json>> {
             content: { 'application/x-ndjson': { schema: { $ref: ref('BatchLine') } } },
           },
           ...errors({ 400: ERRORS[400], 401: ERRORS[401], 403: 'FORBIDDEN: the token role may not call tools', 413: ERRORS[413] }),
+        },
+      },
+    },
+    '/v1/calls/stream': {
+      post: {
+        operationId: 'submitStream',
+        summary: 'Submit calls as NDJSON lines of one long request body; each is answered on its own line of the response as it ends (roles agent, admin)',
+        parameters: callRoutes,
+        requestBody: {
+          required: true,
+          description: 'NDJSON (`content-type: application/x-ndjson`), sent for as long as the client has calls: one `SubmitCallRequest` per line, each with its `id` (answers are matched by it). Empty lines are skipped. A line takes new calls for 60 s after the stream opened; later lines are answered `UNAVAILABLE`, as are lines that arrive while the dispatcher shuts down.',
+          content: { 'application/x-ndjson': { schema: { $ref: ref('SubmitCallRequest') } } },
+        },
+        responses: {
+          200: {
+            description: 'Begins at once (with an empty line); then one JSON line per call, `{ …CallView }` or `{ id, error }`, in the order the calls end, and `{ line, error }` for a line that is not a call. Ends once the request body has ended and every call is answered, or when the dispatcher shuts down (calls it holds answered first with their status).',
+            content: { 'application/x-ndjson': { schema: { $ref: ref('StreamLine') } } },
+          },
+          ...errors({ 400: ERRORS[400], 401: ERRORS[401], 403: 'FORBIDDEN: the token role may not call tools' }),
         },
       },
     },

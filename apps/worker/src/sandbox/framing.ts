@@ -1,5 +1,3 @@
-import { StringDecoder } from 'node:string_decoder';
-
 /**
  * The sandbox channel's framing, one JSON message per line, used on both ends
  * (this file is bundled into the sandbox too). Both ends send many messages
@@ -30,22 +28,4 @@ export class Outbox {
   }
 }
 
-/**
- * Returns a chunk handler that calls `onLine` for every complete line, in
- * order, and keeps the unfinished tail (multi-byte characters split across
- * chunks included) for the next chunk.
- */
-export function lineReader(onLine: (line: string) => void): (chunk: Buffer) => void {
-  const decoder = new StringDecoder('utf8');
-  let tail = '';
-  return (chunk) => {
-    const text = tail + decoder.write(chunk);
-    let start = 0;
-    for (let end = text.indexOf('\n'); end !== -1; end = text.indexOf('\n', start)) {
-      const line = text.slice(start, end);
-      start = end + 1;
-      if (line !== '') onLine(line);
-    }
-    tail = start === 0 ? text : text.slice(start);
-  };
-}
+export { lineReader } from '@forge-fleet/shared';

@@ -240,13 +240,14 @@ export class UnauthenticatedError extends FleetError {
 
 /**
  * The fleet's Redis cannot be reached right now (restarting, failing over, a
- * network cut): nothing was decided. Safe to send again — a call carries its
+ * network cut), or this dispatcher is shutting down: nothing was decided. Safe to send again — a call carries its
  * id, so a submission sent twice is answered for, never run twice.
  */
 export class UnavailableError extends FleetError {
   readonly code = ErrorCode.UNAVAILABLE;
-  constructor(reason: string, options: { cause?: unknown } = {}) {
-    super(`the fleet's Redis cannot be reached right now (${reason}); send the request again in a moment`, { reason }, options);
+  /** @param options.what what cannot take the request. @defaultValue "the fleet's Redis cannot be reached right now" */
+  constructor(reason: string, options: { cause?: unknown; what?: string } = {}) {
+    super(`${options.what ?? "the fleet's Redis cannot be reached right now"} (${reason}); send the request again in a moment`, { reason }, options.cause === undefined ? {} : { cause: options.cause });
   }
 }
 

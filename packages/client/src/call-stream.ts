@@ -1,0 +1,185 @@
+import { PassThrough } from 'node:stream';
+import { type CallView, CallView as CallViewSchema, lineReader } from '@forge-fleet/shared';
+import { type Agent, request } from 'undici';
+
+/** A call waiting for its answer: what was sent, and whom to tell. */
+export interface StreamedCall {
+  readonly body: Record<string, unknown> & { readonly id: string };
+  readonly resolve: (view: CallView) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+/** Why calls left a stream unanswered; the client decides whether to send them again. */
+export type StreamLoss =
+  /** The request failed, or the answer ended early (a dispatcher went away): `error` says how. */
+  | { readonly kind: 'lost'; readonly error: unknown }
+  /** The dispatcher answered the call with an error (`UNAVAILABLE`: send it again elsewhere). */
+  | { readonly kind: 'refused'; readonly error: unknown }
+  /** No answer began in time, or the dispatcher does not know streams: this client goes back to batches. */
+  | { readonly kind: 'unsupported'; readonly error: unknown };
+
+export interface CallStreamOptions<C extends StreamedCall> {
+  readonly url: string;
+  readonly agent: Agent;
+  readonly headers: Record<string, string>;
+  /** Turns an error body of the dispatcher into the error it names. */
+  readonly errorFrom: (status: number, json: unknown) => Error;
+  /** Calls the stream gives back unanswered (see StreamLoss). */
+  readonly onLoss: (calls: readonly C[], loss: StreamLoss) => void;
+  /** Called once the stream has ended, answered or not: the client forgets it. */
+  readonly onEnd: () => void;
+}
+
+/** New calls go on a stream for this long; then a new one takes over (and this one ends once answered). */
+const STREAM_LIFETIME_MS = 30_000;
+/** An unused stream ends after this long. */
+const STREAM_IDLE_MS = 5_000;
+/** How long the answer to a stream may take to begin before the client assumes something on the way buffers request bodies. */
+const STREAM_START_TIMEOUT_MS = 10_000;
+
+/**
+ * One long `POST /v1/calls/stream` request: calls go out as NDJSON lines of
+ * the request body (those of one event-loop iteration in one write), their
+ * answers come back as lines of the response as each call ends. An agent
+ * whose calls end a few at a time would otherwise send a request — and the
+ * dispatcher handle one — for every one or two calls.
+ */
+export class CallStream<C extends StreamedCall = StreamedCall> {
+  readonly #o: CallStreamOptions<C>;
+  /** Calls sent and not answered yet, by id (a caller may send one id twice: each gets an answer). */
+  readonly #pending = new Map<string, C[]>();
+  #count = 0;
+  readonly #body = new PassThrough();
+  readonly #opened = Date.now();
+  #outbox = '';
+  #responded = false;
+  #ending = false;
+  #finished = false;
+  #idle: NodeJS.Timeout | undefined;
+
+  constructor(options: CallStreamOptions<C>) {
+    this.#o = options;
+    void this.#run();
+  }
+
+  /** Whether new calls may go on this stream. */
+  get accepting(): boolean {
+    return !this.#ending && !this.#finished && Date.now() - this.#opened < STREAM_LIFETIME_MS;
+  }
+
+  send(call: C): void {
+    clearTimeout(this.#idle);
+    const same = this.#pending.get(call.body.id);
+    if (same === undefined) this.#pending.set(call.body.id, [call]);
+    else same.push(call);
+    this.#count++;
+    if (this.#outbox === '') setImmediate(() => this.#flush());
+    this.#outbox += `${JSON.stringify(call.body)}\n`;
+  }
+
+  /** Takes no new calls; the request body ends once every call sent is answered. */
+  retire(): void {
+    this.#ending = true;
+    if (this.#count === 0) this.#endBody();
+  }
+
+  /** Ends at once; calls still unanswered are given back as lost. */
+  close(): void {
+    this.#ending = true;
+    this.#body.destroy();
+  }
+
+  #flush(): void {
+    const text = this.#outbox;
+    this.#outbox = '';
+    if (text !== '' && !this.#body.destroyed) this.#body.write(text);
+  }
+
+  #endBody(): void {
+    clearTimeout(this.#idle);
+    this.#flush();
+    if (!this.#body.writableEnded) this.#body.end();
+  }
+
+  #answered(): void {
+    if (this.#count > 0) return;
+    if (this.#ending || !this.accepting) this.#endBody();
+    else this.#idle = setTimeout(() => this.retire(), STREAM_IDLE_MS);
+  }
+
+  #giveBack(loss: StreamLoss): void {
+    const left = [...this.#pending.values()].flat();
+    this.#pending.clear();
+    this.#count = 0;
+    if (left.length > 0) this.#o.onLoss(left, loss);
+  }
+
+  #take(line: string): void {
+    let message: { id?: unknown; error?: Record<string, unknown> };
+    try {
+      message = JSON.parse(line) as typeof message;
+    } catch {
+      return;
+    }
+    const same = typeof message.id === 'string' ? this.#pending.get(message.id) : undefined;
+    const call = same?.shift();
+    if (call === undefined) return;
+    if (same!.length === 0) this.#pending.delete(call.body.id);
+    this.#count--;
+    if (message.error !== undefined) this.#o.onLoss([call], { kind: 'refused', error: this.#o.errorFrom(500, { error: message.error }) });
+    else {
+      const view = CallViewSchema.safeParse(message);
+      if (view.success) call.resolve(view.data);
+      else call.reject(this.#o.errorFrom(500, undefined));
+    }
+    this.#answered();
+  }
+
+  async #run(): Promise<void> {
+    const startTimer = setTimeout(() => {
+      if (this.#responded) return;
+      this.#ending = true;
+      this.#giveBack({ kind: 'unsupported', error: new Error(`no answer to the call stream began within ${STREAM_START_TIMEOUT_MS} ms`) });
+      this.#body.destroy();
+    }, STREAM_START_TIMEOUT_MS);
+    try {
+      const response = await request(this.#o.url, {
+        method: 'POST',
+        dispatcher: this.#o.agent,
+        headers: { ...this.#o.headers, 'content-type': 'application/x-ndjson' },
+        body: this.#body,
+      });
+      this.#responded = true;
+      clearTimeout(startTimer);
+      if (response.statusCode >= 400) {
+        const text = await response.body.text();
+        let json: unknown;
+        try {
+          json = JSON.parse(text);
+        } catch {
+          json = undefined;
+        }
+        this.#ending = true;
+        this.#body.destroy();
+        // A dispatcher from before streams answers 404 (no route) or 415 (no parser for NDJSON).
+        const error = this.#o.errorFrom(response.statusCode, json);
+        this.#giveBack(response.statusCode === 404 || response.statusCode === 415 ? { kind: 'unsupported', error } : { kind: 'refused', error });
+        return;
+      }
+      const read = lineReader((line) => this.#take(line));
+      for await (const chunk of response.body) read(chunk as Buffer);
+      this.#ending = true;
+      // The answer ended with calls unanswered: the dispatcher went away (or shut down) mid-stream.
+      this.#giveBack({ kind: 'lost', error: Object.assign(new Error('the dispatcher ended the call stream before answering every call'), { code: 'UND_ERR_CLOSED' }) });
+    } catch (error) {
+      this.#ending = true;
+      this.#giveBack({ kind: 'lost', error });
+    } finally {
+      clearTimeout(startTimer);
+      clearTimeout(this.#idle);
+      this.#finished = true;
+      if (!this.#body.destroyed) this.#body.destroy();
+      this.#o.onEnd();
+    }
+  }
+}
