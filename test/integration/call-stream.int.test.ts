@@ -74,12 +74,27 @@ describe('call streams: calls as lines of one long request, answers as lines of 
     expect((await stream.answerFor(4)).error).toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('id') as string });
     expect(await stream.answerFor(invalid)).toMatchObject({ error: { code: 'SCHEMA_VALIDATION' } });
     expect(await stream.answerFor(unknown)).toMatchObject({ error: { code: 'TOOL_NOT_FOUND' } });
+    // A line over the body limit of one call (1 MiB here) is refused without being kept, as a single call would be,
+    // and answered by its line number: its id went unread.
+    stream.send(`{"id":"${randomUUID()}","name":"echo","arguments":{"pad":"${'x'.repeat(1_100_000)}"}}`);
+    expect((await stream.answerFor(7)).error).toMatchObject({ code: 'PAYLOAD_TOO_LARGE', limitBytes: 1_048_576 });
     // Still serving after the bad lines; the slow call's answer comes once it ends.
     stream.end();
     await release(slow);
     expect(await stream.answerFor(slow)).toMatchObject({ status: 'completed', result: { structuredContent: { released: true } } });
     await stream.ended;
-    expect(stream.lines).toHaveLength(6);
+    expect(stream.lines).toHaveLength(7);
+  });
+
+  it('the client hears of a call too large for a stream line (PAYLOAD_TOO_LARGE), and its other calls go on', async () => {
+    const client = new FleetClient({ url: dispatcher.url, token });
+    try {
+      const [big, small] = await Promise.allSettled([client.call('echo', { pad: 'x'.repeat(1_100_000) }), client.call('echo', { small: true })]);
+      expect(big).toMatchObject({ status: 'rejected', reason: { code: 'PAYLOAD_TOO_LARGE' } });
+      expect(small).toMatchObject({ status: 'fulfilled', value: { structuredContent: { echo: { small: true } } } });
+    } finally {
+      await client.close();
+    }
   });
 
   it('refuses a stream without a valid token (UNAUTHENTICATED) before reading a line', async () => {

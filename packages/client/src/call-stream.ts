@@ -46,9 +46,11 @@ const STREAM_START_TIMEOUT_MS = 10_000;
  */
 export class CallStream<C extends StreamedCall = StreamedCall> {
   readonly #o: CallStreamOptions<C>;
-  /** Calls sent and not answered yet, by id (a caller may send one id twice: each gets an answer). */
-  readonly #pending = new Map<string, C[]>();
+  /** Calls sent and not answered yet, by id (a caller may send one id twice: each gets an answer), with their line numbers. */
+  readonly #pending = new Map<string, { call: C; line: number }[]>();
   #count = 0;
+  /** Lines sent: the dispatcher answers a line it cannot read (too long for it) by its number. */
+  #lines = 0;
   readonly #body = new PassThrough();
   readonly #opened = Date.now();
   #outbox = '';
@@ -69,9 +71,10 @@ export class CallStream<C extends StreamedCall = StreamedCall> {
 
   send(call: C): void {
     clearTimeout(this.#idle);
+    const sent = { call, line: ++this.#lines };
     const same = this.#pending.get(call.body.id);
-    if (same === undefined) this.#pending.set(call.body.id, [call]);
-    else same.push(call);
+    if (same === undefined) this.#pending.set(call.body.id, [sent]);
+    else same.push(sent);
     this.#count++;
     if (this.#outbox === '') setImmediate(() => this.#flush());
     this.#outbox += `${JSON.stringify(call.body)}\n`;
@@ -108,24 +111,21 @@ export class CallStream<C extends StreamedCall = StreamedCall> {
   }
 
   #giveBack(loss: StreamLoss): void {
-    const left = [...this.#pending.values()].flat();
+    const left = [...this.#pending.values()].flat().map((sent) => sent.call);
     this.#pending.clear();
     this.#count = 0;
     if (left.length > 0) this.#o.onLoss(left, loss);
   }
 
   #take(line: string): void {
-    let message: { id?: unknown; error?: Record<string, unknown> };
+    let message: { id?: unknown; line?: unknown; error?: Record<string, unknown> };
     try {
       message = JSON.parse(line) as typeof message;
     } catch {
       return;
     }
-    const same = typeof message.id === 'string' ? this.#pending.get(message.id) : undefined;
-    const call = same?.shift();
+    const call = typeof message.id === 'string' ? this.#answerFor(message.id) : typeof message.line === 'number' ? this.#answerForLine(message.line) : undefined;
     if (call === undefined) return;
-    if (same!.length === 0) this.#pending.delete(call.body.id);
-    this.#count--;
     if (message.error !== undefined) this.#o.onLoss([call], { kind: 'refused', error: this.#o.errorFrom(500, { error: message.error }) });
     else {
       const view = CallViewSchema.safeParse(message);
@@ -133,6 +133,29 @@ export class CallStream<C extends StreamedCall = StreamedCall> {
       else call.reject(this.#o.errorFrom(500, undefined));
     }
     this.#answered();
+  }
+
+  /** The oldest unanswered call sent with this id, now answered. */
+  #answerFor(id: string): C | undefined {
+    const same = this.#pending.get(id);
+    const sent = same?.shift();
+    if (sent === undefined) return undefined;
+    if (same!.length === 0) this.#pending.delete(id);
+    this.#count--;
+    return sent.call;
+  }
+
+  /** The call sent on line `line`, now answered (the dispatcher could not read its id). */
+  #answerForLine(line: number): C | undefined {
+    for (const [id, same] of this.#pending) {
+      const i = same.findIndex((sent) => sent.line === line);
+      if (i === -1) continue;
+      const [sent] = same.splice(i, 1);
+      if (same.length === 0) this.#pending.delete(id);
+      this.#count--;
+      return sent!.call;
+    }
+    return undefined;
   }
 
   async #run(): Promise<void> {

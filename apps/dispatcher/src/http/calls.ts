@@ -7,6 +7,7 @@ import {
   isFleetError,
   lineReader,
   MAX_WAIT_MS,
+  PayloadTooLargeError,
   SubmitBatchRequest,
   SubmitCallRequest,
   ToolCallId,
@@ -53,7 +54,7 @@ export const STREAM_MAX_AGE_MS = 60_000;
 export interface CallRoutesOptions {
   /** Whether the dispatcher is shutting down (streams then take no new calls and end once answered). */
   readonly closing?: (() => boolean) | undefined;
-  /** Longest line of a call stream, in characters: the body limit of one call. */
+  /** Longest line of a call stream, in characters: the body limit of one call (bytes; a line's characters are at most as many). */
   readonly maxLineChars: number;
 }
 
@@ -127,8 +128,10 @@ export function callRoutes(calls: CallService, auth: Authenticator, options: Cal
       let lineNo = 0;
       let inputEnded = false;
       const answer = (body: object): void => {
-        if (!out.destroyed && !out.writableEnded) out.write(`${JSON.stringify(body)}\n`);
+        // A client that sends calls but does not read their answers is not read either until it catches up.
+        if (!out.destroyed && !out.writableEnded && !out.write(`${JSON.stringify(body)}\n`)) input.pause();
       };
+      out.on('drain', () => input.resume());
       const end = (): void => {
         if (open > 0 || !(inputEnded || closing()) || out.writableEnded) return;
         streams.delete(end);
@@ -167,7 +170,11 @@ export function callRoutes(calls: CallService, auth: Authenticator, options: Cal
       };
       const read = lineReader(onLine, {
         maxLineChars: options.maxLineChars,
-        onOverflow: () => answer({ line: lineNo + 1, ...errorBody(new BadRequestError(`line ${lineNo + 1} of the call stream is longer than ${options.maxLineChars} characters (the body limit of one call)`)) }),
+        onOverflow: () => {
+          const at = ++lineNo;
+          // As a single call over the body limit is answered; the line is matched by its number (its id went unread).
+          answer({ line: at, ...errorBody(new PayloadTooLargeError(options.maxLineChars)) });
+        },
       });
       input.on('data', read);
       const inputDone = (): void => {
