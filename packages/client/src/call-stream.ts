@@ -1,6 +1,7 @@
 import { PassThrough } from 'node:stream';
 import { type CallView, CallView as CallViewSchema, lineReader } from '@forge-fleet/shared';
 import { type Agent, request } from 'undici';
+import { errorFrom, errorOfAnswer } from './errors.js';
 
 /** A call waiting for its answer: what was sent, and whom to tell. */
 export interface StreamedCall {
@@ -22,8 +23,6 @@ export interface CallStreamOptions<C extends StreamedCall> {
   readonly url: string;
   readonly agent: Agent;
   readonly headers: Record<string, string>;
-  /** Turns an error body of the dispatcher into the error it names. */
-  readonly errorFrom: (status: number, json: unknown) => Error;
   /** Calls the stream gives back unanswered (see StreamLoss). */
   readonly onLoss: (calls: readonly C[], loss: StreamLoss) => void;
   /** Called once the stream has ended, answered or not: the client forgets it. */
@@ -126,11 +125,11 @@ export class CallStream<C extends StreamedCall = StreamedCall> {
     }
     const call = typeof message.id === 'string' ? this.#answerFor(message.id) : typeof message.line === 'number' ? this.#answerForLine(message.line) : undefined;
     if (call === undefined) return;
-    if (message.error !== undefined) this.#o.onLoss([call], { kind: 'refused', error: this.#o.errorFrom(500, { error: message.error }) });
+    if (message.error !== undefined) this.#o.onLoss([call], { kind: 'refused', error: errorFrom(500, { error: message.error }) });
     else {
       const view = CallViewSchema.safeParse(message);
       if (view.success) call.resolve(view.data);
-      else call.reject(this.#o.errorFrom(500, undefined));
+      else call.reject(errorFrom(500, undefined));
     }
     this.#answered();
   }
@@ -175,17 +174,10 @@ export class CallStream<C extends StreamedCall = StreamedCall> {
       this.#responded = true;
       clearTimeout(startTimer);
       if (response.statusCode >= 400) {
-        const text = await response.body.text();
-        let json: unknown;
-        try {
-          json = JSON.parse(text);
-        } catch {
-          json = undefined;
-        }
+        const error = await errorOfAnswer(response.statusCode, response.body);
         this.#ending = true;
         this.#body.destroy();
         // A dispatcher from before streams answers 404 (no route) or 415 (no parser for NDJSON).
-        const error = this.#o.errorFrom(response.statusCode, json);
         this.#giveBack(response.statusCode === 404 || response.statusCode === 415 ? { kind: 'unsupported', error } : { kind: 'refused', error });
         return;
       }

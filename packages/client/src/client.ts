@@ -6,8 +6,6 @@ import {
   BadRequestError,
   type CallView,
   CallView as CallViewSchema,
-  fromWireError,
-  type FleetError,
   InternalError,
   isFinalStatus,
   MAX_BATCH_CALLS,
@@ -16,11 +14,11 @@ import {
   ToolDefinition,
   type ToolResult,
   WaitTimeoutError,
-  WireError,
 } from '@forge-fleet/shared';
 import { randomUUID } from 'node:crypto';
 import { Agent, request } from 'undici';
 import { CallStream, type StreamedCall, type StreamLoss } from './call-stream.js';
+import { errorFrom, errorOfAnswer } from './errors.js';
 
 /** How to reach a dispatcher. */
 export interface FleetClientOptions {
@@ -282,7 +280,6 @@ export class FleetClient {
         url: `${this.#bases[this.#current]}/v1/calls/stream${query}`,
         agent: this.#agent,
         headers: this.#headers,
-        errorFrom,
         onLoss: (calls, loss) => void this.#streamLoss(calls, loss, waitMs),
         onEnd: () => {
           if (this.#streams.get(waitMs) === opened) this.#streams.delete(waitMs);
@@ -352,16 +349,7 @@ export class FleetClient {
       headers: this.#headers,
       body: JSON.stringify({ calls: items.map((i) => i.body) }),
     });
-    if (response.statusCode >= 400) {
-      const text = await response.body.text();
-      let json: unknown;
-      try {
-        json = JSON.parse(text);
-      } catch {
-        json = undefined;
-      }
-      throw errorFrom(response.statusCode, json);
-    }
+    if (response.statusCode >= 400) throw await errorOfAnswer(response.statusCode, response.body);
     let buffered = '';
     const take = (line: string): void => {
       if (line.trim() === '') return;
@@ -445,12 +433,4 @@ export class FleetClient {
     if (response.statusCode >= 400) throw errorFrom(response.statusCode, json);
     return json;
   }
-}
-
-function errorFrom(status: number, json: unknown): FleetError {
-  const raw = (json as { error?: Record<string, unknown> } | undefined)?.error;
-  if (raw === undefined) return status < 500 ? new BadRequestError(`HTTP ${status}`) : new InternalError(`HTTP ${status}`);
-  const { code, message, retryable, ...details } = raw;
-  const wire = WireError.safeParse({ code, message, retryable: retryable ?? false, details });
-  return wire.success ? fromWireError(wire.data) : new InternalError(`HTTP ${status}: ${JSON.stringify(raw).slice(0, 200)}`);
 }
