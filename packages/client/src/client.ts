@@ -8,6 +8,7 @@ import {
   CallView as CallViewSchema,
   InternalError,
   isFinalStatus,
+  lineReader,
   MAX_BATCH_CALLS,
   MAX_WAIT_MS,
   QueueStatsList,
@@ -350,7 +351,6 @@ export class FleetClient {
       body: JSON.stringify({ calls: items.map((i) => i.body) }),
     });
     if (response.statusCode >= 400) throw await errorOfAnswer(response.statusCode, response.body);
-    let buffered = '';
     const take = (line: string): void => {
       if (line.trim() === '') return;
       const { index, error, ...view } = JSON.parse(line) as { index: number; error?: Record<string, unknown> };
@@ -363,16 +363,10 @@ export class FleetClient {
       if (failure === undefined) item.resolve(CallViewSchema.parse(view));
       else item.reject(failure);
     };
-    for await (const chunk of response.body) {
-      buffered += (chunk as Buffer).toString('utf8');
-      let newline = buffered.indexOf('\n');
-      while (newline >= 0) {
-        take(buffered.slice(0, newline));
-        buffered = buffered.slice(newline + 1);
-        newline = buffered.indexOf('\n');
-      }
-    }
-    take(buffered);
+    // Whole lines only, decoded across chunk boundaries (a character split between two chunks stays whole). A last
+    // line without its newline is an answer cut off mid-way: its call counts as unanswered and is sent again.
+    const read = lineReader(take);
+    for await (const chunk of response.body) read(chunk as Buffer);
   }
 
   /** Moves to the next dispatcher, waiting a little longer after each failed attempt (from 50 ms up to 1 s). */
