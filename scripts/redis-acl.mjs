@@ -31,7 +31,9 @@ const laneOf = (tier, pool) => (tier === 'host' && pool !== undefined ? `host.${
 
 /** Key patterns of `fleetKeys` (names.ts), and BullMQ's `<prefix>:<queue>:<suffix>` keys. */
 const layout = (prefix) => ({
-  queueKeys: (tier, pool) => `${prefix}:${queueName(prefix, tier, pool)}:*`,
+  // The lane's queue and every tool pack's queue of the lane (`{…}.<pack>`): all begin with the lane's hash tag,
+  // and the closing brace keeps `{forge.host}*` from matching `{forge.host.gpu}`.
+  queueKeys: (tier, pool) => `${prefix}:${queueName(prefix, tier, pool)}*`,
   /** Call records and watchers of one lane, or of every lane with `*`. */
   callKeys: (lane) => `${prefix}:call:${lane}:*`,
   /** The dispatchers' index: which lane holds a call id. */
@@ -43,6 +45,8 @@ const layout = (prefix) => ({
   laneCatalogKeys: (lane) => `${prefix}:{${prefix}.catalog}:${lane}:*`,
   /** The set of lanes that announced tools (workers add their own; SADD of a name is all it allows). */
   catalogLanes: `${prefix}:{${prefix}.catalog}:lanes`,
+  /** Each lane's key check: dispatchers write it, workers read theirs at start. */
+  keyChecks: `${prefix}:{${prefix}.catalog}:keychecks`,
   audit: `${prefix}:{${prefix}.audit}`,
   /** The calls waiting for a person, by deadline: dispatchers index them and sweep the expired. */
   approvals: `${prefix}:{${prefix}.approvals}`,
@@ -106,9 +110,11 @@ const BULLMQ_DIRECT = ['evalsha', 'eval', 'bzpopmin', 'xread'];
 
 /** Our own commands outside scripts (packages/store, apps/*). */
 const FLEET = {
-  dispatcher: ['hgetall', 'smembers', 'get', 'del', 'blmpop', 'lpush', 'pexpire', 'zcount', 'xadd', 'publish', 'subscribe', 'unsubscribe'],
+  // HSET: the lanes' key checks; LLEN/ZCARD: the pack queues' backlog, read with the catalog.
+  dispatcher: ['hgetall', 'hget', 'hset', 'smembers', 'get', 'del', 'blmpop', 'lpush', 'pexpire', 'zcount', 'zcard', 'llen', 'xadd', 'publish', 'subscribe', 'unsubscribe'],
   // XADD: a worker audits the forged calls it refuses (write-only on the audit stream).
-  worker: ['zrem', 'zcount', 'sadd', 'lpush', 'pexpire', 'xadd', 'publish', 'subscribe', 'unsubscribe'],
+  // HGET: its lane's key check, at start.
+  worker: ['hget', 'zrem', 'zcount', 'sadd', 'lpush', 'pexpire', 'xadd', 'publish', 'subscribe', 'unsubscribe'],
 };
 
 const uniqueSorted = (list) => [...new Set(list)].sort();
@@ -136,7 +142,7 @@ function fleetUsers({ prefix, hostPools, admin }) {
       role: 'dispatcher',
       queues: allQueues.map(({ tier, pool }) => queueName(prefix, tier, pool)),
       commands: uniqueSorted([...queueUser, ...FLEET.dispatcher]),
-      keys: [...allQueues.map(({ tier, pool }) => `~${k.queueKeys(tier, pool)}`), `~${k.callKeys('*')}`, `~${k.laneIndex}`, `~${k.replyKeys('*')}`, `~${k.approvals}`, `%R~${k.catalogKeys}`, `%W~${k.audit}`],
+      keys: [...allQueues.map(({ tier, pool }) => `~${k.queueKeys(tier, pool)}`), `~${k.callKeys('*')}`, `~${k.laneIndex}`, `~${k.replyKeys('*')}`, `~${k.approvals}`, `%R~${k.catalogKeys}`, `~${k.keyChecks}`, `%W~${k.audit}`],
       channels: [k.catalogChannel, k.cancelChannel('*'), k.mcpCancelChannel],
     },
     ...allQueues.map(({ tier, pool }) => ({
@@ -145,7 +151,7 @@ function fleetUsers({ prefix, hostPools, admin }) {
       commands: uniqueSorted([...queueUser, ...FLEET.worker]),
       // Only its own lane's call records and reply lists. (The EVAL that ends a call declares the submitter's reply
       // list as a key, and Redis wants read and write on every declared key: the lane's reply lists are read-write.)
-      keys: [`~${k.queueKeys(tier, pool)}`, `~${k.callKeys(laneOf(tier, pool))}`, `~${k.replyKeys(laneOf(tier, pool))}`, `~${k.laneCatalogKeys(laneOf(tier, pool))}`, `~${k.catalogLanes}`, `%W~${k.audit}`],
+      keys: [`~${k.queueKeys(tier, pool)}`, `~${k.callKeys(laneOf(tier, pool))}`, `~${k.replyKeys(laneOf(tier, pool))}`, `~${k.laneCatalogKeys(laneOf(tier, pool))}`, `~${k.catalogLanes}`, `%R~${k.keyChecks}`, `%W~${k.audit}`],
       channels: [k.cancelChannel(laneOf(tier, pool)), k.catalogChannel],
     })),
   ];

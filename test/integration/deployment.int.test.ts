@@ -1,7 +1,7 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, posix, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { DEFAULT_FLEET_PREFIX, queueName, type Tier, TierInput } from '@forge-fleet/shared';
+import { DEFAULT_FLEET_PREFIX, packQueueName, queueName, type Tier, TierInput } from '@forge-fleet/shared';
 import { QueueKeys } from 'bullmq';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
@@ -267,7 +267,7 @@ const selectsEverything = (s: LabelSelector | undefined): boolean =>
   s !== undefined && Object.keys(s.matchLabels ?? {}).length === 0 && (s.matchExpressions ?? []).length === 0;
 
 /** The worker's tier and pool from its command line (`--tier x`, `--tier=x`, `--pool y`), or undefined if not a worker. */
-function workerOf(argv: readonly string[]): { tier: Tier; pool: string | undefined } | undefined {
+function workerOf(argv: readonly string[]): { tier: Tier; pool: string | undefined; pack: string | undefined } | undefined {
   const option = (flag: string): string | undefined => {
     const i = argv.findIndex((a) => a === flag || a.startsWith(`${flag}=`));
     if (i === -1) return undefined;
@@ -277,14 +277,14 @@ function workerOf(argv: readonly string[]): { tier: Tier; pool: string | undefin
   const tier = option('--tier');
   if (tier === undefined) return undefined;
   const parsed = TierInput.safeParse(tier);
-  return parsed.success ? { tier: parsed.data, pool: option('--pool') } : undefined;
+  return parsed.success ? { tier: parsed.data, pool: option('--pool'), pack: option('--pack') } : undefined;
 }
 
 /** A Deployment of the fleet: its main container and, for workers, the tier and pool it serves. */
 interface FleetDeployment {
   deployment: K8sObject;
   container: Container;
-  worker: { tier: Tier; pool: string | undefined } | undefined;
+  worker: { tier: Tier; pool: string | undefined; pack: string | undefined } | undefined;
   /** The container's environment: its ConfigMaps' data, then its own `env` (secrets are present, valueless). */
   env: Map<string, string | undefined>;
 }
@@ -376,10 +376,15 @@ function servingPort(d: FleetDeployment): number | undefined {
   return Number.isInteger(port) && port > 0 ? port : undefined;
 }
 
-/** The BullMQ wait list of the queue a worker serves, by BullMQ's own key layout (`<prefix>:<queue>:wait`). */
-function waitList(d: FleetDeployment): string {
+/**
+ * The BullMQ wait list of the queue a worker serves, by BullMQ's own key layout (`<prefix>:<queue>:wait`): its
+ * named tool pack's (`--pack`), or `undefined` when the pack is unnamed (its queue is a hash of its tools, not
+ * knowable from the manifest).
+ */
+function waitList(d: FleetDeployment): string | undefined {
   const prefix = d.env.get('FORGE_PREFIX') ?? DEFAULT_FLEET_PREFIX;
-  return new QueueKeys(prefix).toKey(queueName(prefix, d.worker!.tier, d.worker!.pool), 'wait');
+  if (d.worker!.pack === undefined) return undefined;
+  return new QueueKeys(prefix).toKey(packQueueName(queueName(prefix, d.worker!.tier, d.worker!.pool), d.worker!.pack), 'wait');
 }
 
 // ---- Compose helpers ---------------------------------------------------------------------------------------------
@@ -724,6 +729,7 @@ const CHECKS = {
         const redis = redisTargetOf(d);
         const triggers = (spec.triggers ?? []).filter((t) => t.type === 'redis');
         if (triggers.length === 0) problems.push(`${name}: no redis trigger`);
+        if (waitList(d) === undefined) problems.push(`${name}: the worker names no --pack, so its queue (a hash of its tools) is unknown to the ScaledObject`);
         for (const t of triggers) {
           if (t.metadata?.listName !== waitList(d)) problems.push(`${name}: trigger watches ${t.metadata?.listName}, the worker's queue waits in ${waitList(d)}`);
           const [host, port] = (t.metadata?.address ?? '').split(':');
@@ -1071,13 +1077,17 @@ const BREAKAGES: Record<CheckName, [what: string, breakIt: (f: Files) => void, e
     }, /forge-worker-platform: trigger watches \{forge\.platform\}:wait/],
     ["another tier's list", (f) => {
       k8sObject(f, 'ScaledObject', 'forge-worker-embedded').spec!.triggers![0]!.metadata!.listName = 'forge:{forge.platform}:wait';
-    }, /forge-worker-embedded: trigger watches forge:\{forge\.platform\}:wait, the worker.s queue waits in forge:\{forge\.embedded\}:wait/],
+    }, /forge-worker-embedded: trigger watches forge:\{forge\.platform\}:wait, the worker.s queue waits in forge:\{forge\.embedded\}\.tools:wait/],
     ['host worker moved to a pool, ScaledObject not', (f) => {
       mainContainer(f, 'forge-worker-host').args!.push('--pool', 'gpu');
-    }, /waits in forge:\{forge\.host\.gpu\}:wait/],
+    }, /waits in forge:\{forge\.host\.gpu\}\.tools:wait/],
     ['another fleet prefix', (f) => {
       k8sObject(f, 'ConfigMap', 'forge-config').data!.FORGE_PREFIX = 'fleet2';
-    }, /waits in fleet2:\{fleet2\.platform\}:wait/],
+    }, /waits in fleet2:\{fleet2\.platform\}\.tools:wait/],
+    ['a worker that names no pack', (f) => {
+      const args = mainContainer(f, 'forge-worker-platform').args!;
+      args.splice(args.indexOf('--pack'), 2);
+    }, /forge-worker-platform: the worker names no --pack/],
     ['no ScaledObject', (f) => {
       f.k8s = f.k8s.filter((d) => !(d.object.kind === 'ScaledObject' && d.object.metadata?.name === 'forge-worker-embedded'));
     }, /forge-worker-embedded: 0 ScaledObjects/],

@@ -1,11 +1,12 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { type CallEnvelope, deriveQueueKey, fleetKeys, isFinalStatus, queueName, signEnvelope } from '@forge-fleet/shared';
-import { CallStore } from '@forge-fleet/store';
+import { CallStore, Catalog } from '@forge-fleet/store';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestFleet } from '../fixtures/fleet.js';
 import { redisUrl } from '../fixtures/redis.js';
+import { until } from '../fixtures/wait.js';
 
 /**
  * Someone who can write to Redis but holds no dispatcher key puts jobs
@@ -37,19 +38,18 @@ describe('a host worker refuses calls no dispatcher signed for its queue', () =>
     await queue.add(envelope.call.name, envelope, { removeOnComplete: true });
   }
 
-  async function finalRecord(id: string) {
-    for (;;) {
-      const record = await store.get(id);
-      if (record !== undefined && isFinalStatus(record.status)) return record;
-      await new Promise((r) => setTimeout(r, 25));
-    }
-  }
+  const finalRecord = (id: string) => until(`call ${id} to end`, async () => {
+    const record = await store.get(id);
+    return record !== undefined && isFinalStatus(record.status) ? record : undefined;
+  });
 
   beforeAll(async () => {
     redis = new Redis(redisUrl());
     store = new CallStore(redis, keys(), hour);
-    queue = new Queue(queueName(fleet.prefix, 'host'), { connection: new Redis(redisUrl(), { maxRetriesPerRequest: null }), prefix: fleet.prefix });
     await fleet.worker({ tier: 'host' });
+    // The queue the host worker reads: its tool pack's, found in the catalog as anyone with Redis access can.
+    const pack = (await new Catalog(redis, keys()).snapshot()).packs.find((p) => p.lane === 'host' && p.liveWorkers > 0)!;
+    queue = new Queue(pack.queue, { connection: new Redis(redisUrl(), { maxRetriesPerRequest: null }), prefix: fleet.prefix });
   });
 
   afterAll(async () => {

@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '@forge-fleet/local-redis';
-import { type AuditEntry, type CallEnvelope, fleetKeys, queueName, type ReplyMessage, type Tier, ToolDefinition, type ToolResult } from '@forge-fleet/shared';
+import { type AuditEntry, type CallEnvelope, fleetKeys, packQueueName, queueName, type ReplyMessage, type Tier, ToolDefinition, type ToolResult } from '@forge-fleet/shared';
 import { CallStore, Catalog, RedisAuditLogger, ReplyInbox, ReplyPublisher, TierQueues } from '@forge-fleet/store';
 import { type Job, Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
@@ -136,9 +136,19 @@ describe('the ACL generator', () => {
 
     const matches = (user: LayoutUser | undefined, key: string): boolean => (user?.keys ?? []).some((k) => globToRegExp(k.replace(/^(%[RW]+)?~/, '')).test(key));
     const worker = byRole.get('worker-platform');
-    for (const key of [keys.call('platform', 'c1'), keys.watchers('platform', 'c1'), keys.replies('platform', 'd1'), keys.catalogDefinitions('platform'), keys.catalogLeases('platform', 'echo'), keys.catalogLanes, `${prefix}:${queueName(prefix, 'platform')}:wait`]) {
+    const platformPack = packQueueName(queueName(prefix, 'platform'), '0123456789abcde');
+    for (const key of [keys.call('platform', 'c1'), keys.watchers('platform', 'c1'), keys.replies('platform', 'd1'), keys.catalogDefinitions('platform'), keys.catalogLeases('platform', 'echo'), keys.catalogPacks('platform'), keys.catalogPackLeases('platform', 'p1'), keys.catalogLanes, keys.keyChecks, `${prefix}:${queueName(prefix, 'platform')}:wait`, `${prefix}:${platformPack}:wait`]) {
       expect(matches(worker, key), key).toBe(true);
     }
+    // Every tool pack's queue of a lane is under the lane's pattern, and no other lane's is.
+    const hostPack = packQueueName(queueName(prefix, 'host'), '0123456789abcde');
+    const poolPack = packQueueName(queueName(prefix, 'host', pools[0]), '0123456789abcde');
+    expect(matches(byRole.get('worker-host'), `${prefix}:${hostPack}:wait`)).toBe(true);
+    expect(matches(byRole.get('worker-host'), `${prefix}:${poolPack}:wait`)).toBe(false);
+    expect(matches(worker, `${prefix}:${hostPack}:wait`)).toBe(false);
+    expect(matches(byRole.get('dispatcher'), `${prefix}:${poolPack}:wait`)).toBe(true);
+    expect(byRole.get('worker-platform')?.keys).toContain(`%R~${keys.keyChecks}`);
+    expect(byRole.get('dispatcher')?.keys).toContain(`~${keys.keyChecks}`);
     // Another lane's call records and reply lists, and the dispatchers' lane index, are out of its reach.
     for (const key of [keys.call('host', 'c1'), keys.call(`host.${pools[0]!}`, 'c1'), keys.watchers('embedded', 'c1'), keys.replies('host', 'd1'), keys.callLane('c1'), keys.catalogDefinitions('host'), keys.catalogLeases('host', 'echo')]) {
       expect(matches(worker, key), key).toBe(false);
@@ -382,7 +392,8 @@ describe('the fleet’s own Redis code under the ACL', () => {
     const id = randomUUID();
     const env = envelope(id, 'platform', dispatcherId);
     try {
-      const submitted = await queues.submit({ id, lane: 'platform', name: 'echo', status: 'queued', replyTo: dispatcherId, envelope: env }, echoDefinition);
+      const route = workerCatalog.packQueue('platform', [echoDefinition]);
+      const submitted = await queues.submit({ id, lane: 'platform', name: 'echo', status: 'queued', replyTo: dispatcherId, envelope: env }, { queue: route.queue, pack: route.pack.id });
       expect(submitted).toEqual({ created: true, live: 1 });
       expect((await dispatcherStore.watch(id, watcherId))?.status).toBe('queued');
       const reply = inbox.wait(id, 20_000);
@@ -391,7 +402,7 @@ describe('the fleet’s own Redis code under the ACL', () => {
       const workerStore = new CallStore(workerCommands, keys, retention);
       const result: ToolResult = { toolCallId: id, name: 'echo', content: 'hi', isError: false };
       const worker = new Worker(
-        queueName(prefix, 'platform'),
+        route.queue,
         async (job: Job<CallEnvelope>) => {
           expect((await workerStore.start('platform', job.data.call.id, 'w1')).outcome).toBe('started');
           const targets = await workerStore.finish('platform', job.data.call.id, 'completed', result, { replyTo: job.data.replyTo });
@@ -429,7 +440,7 @@ describe('the fleet’s own Redis code under the ACL', () => {
       await new RedisAuditLogger(dispatcherCommands, keys).record(entry);
       await expect(dispatcherCommands.xrange(keys.audit, '-', '+')).rejects.toThrow(NOPERM);
       expect(await dispatcherStore.cancel('platform', id, result)).toEqual({ state: 'final' });
-      await workerCatalog.withdraw('platform', 'w1', ['echo']);
+      await workerCatalog.withdraw('platform', 'w1', [echoDefinition]);
     } finally {
       await inbox.stop();
       await queues.close();

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { type CallEnvelope, fleetKeys, queueName, type ToolResult } from '@forge-fleet/shared';
+import { type CallEnvelope, fleetKeys, type ToolResult } from '@forge-fleet/shared';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { AuditReader, CallStore, Catalog, publishReply, RedisAuditLogger, ReplyInbox, TierQueues } from '@forge-fleet/store';
@@ -280,27 +280,29 @@ describe('reply lists', () => {
 });
 
 describe('TierQueues: records and jobs in one write', () => {
-  it('records each call, reads its tool\'s live leases and enqueues one job; a taken id is reported, not recorded twice', async () => {
+  it('records each call, reads its pack\'s live leases and enqueues one job; a taken id is reported, not recorded twice', async () => {
     const queueConnection = new Redis(redisUrl());
     const queues = new TierQueues(queueConnection, keys, 60_000);
     try {
       const catalog = new Catalog(redis, keys);
-      await catalog.announce(L, 'wq', [{ name: 'echo', description: '', parameters: { type: 'object', properties: {} }, tier: 'platform', retryable: false, speculatable: false, requiresConfirmation: false }], 10_000);
+      const echo = { name: 'echo', description: '', parameters: { type: 'object', properties: {} }, tier: 'platform' as const, retryable: false, speculatable: false, requiresConfirmation: false };
+      await catalog.announce(L, 'wq', [echo], 10_000);
+      const { pack, queue: packQueue } = catalog.packQueue(L, [echo]);
       const [a, b] = [randomUUID(), randomUUID()];
       await create(b, { token: 'earlier' });
-      const submit = (id: string) => queues.submit({ id, lane: L, name: 'echo', status: 'queued', replyTo: 'd1', envelope: envelope(id, { token: `tok-${id}` }) }, { tier: 'platform' });
+      const submit = (id: string) => queues.submit({ id, lane: L, name: 'echo', status: 'queued', replyTo: 'd1', envelope: envelope(id, { token: `tok-${id}` }) }, { queue: packQueue, pack: pack.id });
       // Same turn: one job carries both calls.
       const [first, second] = await Promise.all([submit(a), submit(b)]);
       expect(first).toEqual({ created: true, live: 1 });
       expect(second.created).toBe(false);
       expect(await store.get(a)).toMatchObject({ status: 'queued', envelope: { token: `tok-${a}` } });
-      const queue = queues.queue(queueName(prefix, 'platform'));
+      const queue = queues.queue(packQueue);
       const [job] = await queue.getWaiting();
       expect(await queue.getWaitingCount()).toBe(1);
       expect((job!.data as { batch: CallEnvelope[] }).batch.map((e) => e.call.id)).toEqual([a, b]);
       // The resubmitted id's copy in the job cannot start: its token is not the record's.
       expect((await store.start(L, b, 'w', `tok-${b}`)).outcome).toBe('superseded');
-      await catalog.withdraw(L, 'wq', ['echo']);
+      await catalog.withdraw(L, 'wq', [echo]);
     } finally {
       await queues.close();
       queueConnection.disconnect();
@@ -316,15 +318,57 @@ describe('the live catalog', () => {
     await catalog.announce(L, 'w1', [def('one')], 10_000);
     await catalog.announce(L, 'w2', [def('one')], 10_000);
     expect((await catalog.snapshot()).entries.get('cat_tool')?.liveWorkers).toBe(2);
-    expect(await catalog.liveWorkers(L, 'cat_tool')).toBe(2);
+    expect(await catalog.liveWorkers(L, catalog.packQueue(L, [def('one')]).pack.id)).toBe(2);
     await expect(catalog.announce(L, 'w3', [def('two')], 10_000)).rejects.toMatchObject({ code: 'REGISTRY_ERROR' });
-    await catalog.withdraw(L, 'w1', ['cat_tool']);
-    await catalog.withdraw(L, 'w2', ['cat_tool']);
+    await catalog.withdraw(L, 'w1', [def('one')]);
+    await catalog.withdraw(L, 'w2', [def('one')]);
     expect((await catalog.snapshot()).entries.get('cat_tool')?.liveWorkers).toBe(0);
-    expect(await catalog.liveWorkers(L, 'cat_tool')).toBe(0);
+    expect(await catalog.liveWorkers(L, catalog.packQueue(L, [def('one')]).pack.id)).toBe(0);
     // With no live worker left, a new definition may replace the old one (a new deployment).
     await catalog.announce(L, 'w3', [def('two')], 10_000);
     expect(JSON.parse((await catalog.snapshot()).entries.get('cat_tool')!.json)).toMatchObject({ description: 'two' });
+  });
+
+  it('puts workers serving the same tools in one pack and others in packs of their own; a named pack takes only the same tools', async () => {
+    const catalog = new Catalog(redis, keys);
+    const [x, y] = [{ ...def('x'), name: 'pack_x' }, { ...def('y'), name: 'pack_y' }];
+    const lane = 'host.packs';
+    await catalog.announce(lane, 'w1', [x, y], 10_000);
+    await catalog.announce(lane, 'w2', [y, x], 10_000);
+    await catalog.announce(lane, 'w3', [y], 10_000);
+    const packs = (await catalog.snapshot()).packs.filter((p) => p.lane === lane);
+    expect(packs.map((p) => [[...p.tools.keys()].sort(), p.liveWorkers]).sort()).toEqual([[['pack_x', 'pack_y'], 2], [['pack_y'], 1]].sort());
+    // Each pack's queue lies under the lane's hash tag; pack_y is served by both packs, pack_x by one.
+    for (const p of packs) expect(p.queue.startsWith(`{${prefix}.${lane}}.`)).toBe(true);
+    const snapshot = await catalog.snapshot();
+    expect(snapshot.entries.get('pack_y')?.packs.length).toBe(2);
+    expect(snapshot.entries.get('pack_y')?.liveWorkers).toBe(3);
+    expect(snapshot.entries.get('pack_x')?.packs.map((p) => p.liveWorkers)).toEqual([2]);
+    // A named pack: a second worker with other tools is refused while the first lives, and may join once it is gone.
+    await catalog.announce(lane, 'n1', [x], 10_000, { pack: 'named' });
+    await expect(catalog.announce(lane, 'n2', [y], 10_000, { pack: 'named' })).rejects.toMatchObject({ code: 'REGISTRY_ERROR', message: expect.stringContaining("tool pack 'named'") as unknown });
+    await catalog.announce(lane, 'n1', [x], 10_000, { pack: 'named' });
+    await catalog.withdraw(lane, 'n1', [x], 'named');
+    await catalog.announce(lane, 'n2', [y], 10_000, { pack: 'named' });
+    for (const w of ['w1', 'w2']) await catalog.withdraw(lane, w, [x, y]);
+    await catalog.withdraw(lane, 'w3', [y]);
+    await catalog.withdraw(lane, 'n2', [y], 'named');
+  });
+
+  it('leaves out lane names and packs it cannot read instead of failing the whole read', async () => {
+    const catalog = new Catalog(redis, keys);
+    const tool = { ...def('one'), name: 'skip_tool' };
+    await catalog.announce(L, 'ok', [tool], 10_000);
+    await redis.sadd(keys.catalogLanes, 'bogus lane*', 'host.');
+    await redis.hset(keys.catalogPacks(L), 'not a pack id!', '[]', 'badjson0000000', '{');
+    const snapshot = await catalog.snapshot();
+    expect(snapshot.lanes).not.toContain('bogus lane*');
+    expect(snapshot.skipped.join('\n')).toMatch(/bogus lane/);
+    expect(snapshot.skipped.join('\n')).toMatch(/badjson0000000/);
+    expect(snapshot.entries.get('skip_tool')?.liveWorkers).toBe(1);
+    await redis.srem(keys.catalogLanes, 'bogus lane*', 'host.');
+    await redis.hdel(keys.catalogPacks(L), 'not a pack id!', 'badjson0000000');
+    await catalog.withdraw(L, 'ok', [tool]);
   });
 
   it('keeps each lane\'s tools apart, and sets aside a name announced in two lanes', async () => {

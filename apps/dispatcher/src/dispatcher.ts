@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { fleetKeys, type RedisTarget, ScopeRegistry, type TokenVerifier, ToolScope } from '@forge-fleet/shared';
 import { FleetMetrics, MeteredAuditLogger, ToolTracer, type Tracing } from '@forge-fleet/telemetry';
-import { AuditReader, CallStore, Catalog, closeRedis, connectRedis, QueueStatsReader, RedisAuditLogger, RedisRiskSignalQueue, ReplyInbox, TierQueues } from '@forge-fleet/store';
+import { AuditReader, CallStore, Catalog, closeRedis, connectRedis, KeyChecks, QueueStatsReader, RedisAuditLogger, RedisRiskSignalQueue, ReplyInbox, TierQueues } from '@forge-fleet/store';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { buildApp } from './app.js';
@@ -13,7 +13,10 @@ import { CatalogView } from './catalog/catalog-view.js';
 import { type ArgumentLimits, DEFAULT_ARGUMENT_LIMITS } from './limits/arguments.js';
 import { RedisMcpCancelBus } from './mcp/cancel-bus.js';
 import { CallService } from './pipeline/call-service.js';
+import { PackRouter } from './routing/pack-router.js';
+import { StrandedCalls } from './routing/stranded-calls.js';
 import { CallSigner } from './signing/call-signer.js';
+import { KeyCheckPublisher } from './signing/key-check-publisher.js';
 import { ApprovalService } from './approvals/approval-service.js';
 
 /** Everything a dispatcher instance is configured with. */
@@ -82,6 +85,13 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
   const queues = new TierQueues(queueConnection, keys, o.retentionMs);
   const store = new CallStore(redis, keys, o.retentionMs);
   const signer = new CallSigner(o.signingSecret, o.prefix, o.callValidityMs ?? o.retentionMs);
+  const router = new PackRouter(catalog);
+  const keyChecks = new KeyCheckPublisher(o.signingSecret, o.prefix, new KeyChecks(redis, keys), log);
+  // After every catalog read: calls left on a pack that lost its workers move on (or end), and the inbox follows the lanes.
+  const stranded = new StrandedCalls({ queues, store, router, audit, log });
+  catalog.onRead((snapshot) => stranded.sweep(snapshot));
+  catalog.onRead(() => inbox.lanes(catalog.lanes()));
+  catalog.onRead(() => void keyChecks.publish(catalog.lanes()));
   const calls = new CallService({
     dispatcherId: id,
     redis,
@@ -92,6 +102,7 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
     approvalDeadlineFor: approvalDeadlineOf(policy),
     inbox,
     catalog,
+    router,
     approval: approvalHandlerOf(policy),
     audit,
     limits: o.limits ?? DEFAULT_ARGUMENT_LIMITS,
@@ -99,8 +110,7 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
     log,
     tracer: o.tracing === undefined ? undefined : ToolTracer.of(o.tracing),
   });
-  const approvals = new ApprovalService({ store, queues, signer, catalog, audit, log });
-  catalog.onLanes = (lanes) => inbox.lanes(lanes);
+  const approvals = new ApprovalService({ store, queues, signer, catalog, router, audit, log });
   await catalog.start({ subscriber, channel: keys.catalogChannel });
   inbox.start();
   approvals.start();
@@ -134,6 +144,7 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
         await closing;
         catalog.stop();
         approvals.stop();
+        await stranded.settled();
         await inbox.stop();
         await queues.close();
         await queueStats.close();

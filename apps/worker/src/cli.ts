@@ -2,13 +2,18 @@ import { parseArgs } from 'node:util';
 import { ConfigInvalidError, PoolName, TierInput } from '@forge-fleet/shared';
 import { z } from 'zod';
 
-export const USAGE = 'usage: forge-worker --tier <platform|embedded|host> [--pool NAME] --tools <module> [--concurrency N] [--id ID] [--strict-sandbox]';
+export const USAGE = 'usage: forge-worker --tier <platform|embedded|host> [--pool NAME] --tools <module> [--pack NAME] [--concurrency N] [--id ID] [--strict-sandbox]';
 
 /** The worker's command line. */
 export const WorkerArgs = z.object({
   tier: TierInput,
   pool: PoolName.optional(),
   tools: z.string().min(1),
+  /**
+   * Names this worker's tool pack, so its queue (`{<prefix>.<lane>}.<pack>`) is known before it starts (an
+   * autoscaler watching it). Every worker of a named pack must serve the same tools. @defaultValue a hash of its tools
+   */
+  pack: PoolName.optional(),
   /** Calls run at once by this process. @defaultValue 16 */
   concurrency: z.coerce.number().int().positive().max(10_000).default(16),
   /** @defaultValue `<hostname>-<pid>-<random>` */
@@ -23,7 +28,7 @@ export function parseWorkerArgs(argv: readonly string[]): Readonly<WorkerArgs> {
   try {
     ({ values } = parseArgs({
       args: [...argv],
-      options: { tier: { type: 'string' }, pool: { type: 'string' }, tools: { type: 'string' }, concurrency: { type: 'string' }, id: { type: 'string' }, 'strict-sandbox': { type: 'boolean' } },
+      options: { tier: { type: 'string' }, pool: { type: 'string' }, tools: { type: 'string' }, pack: { type: 'string' }, concurrency: { type: 'string' }, id: { type: 'string' }, 'strict-sandbox': { type: 'boolean' } },
       strict: true,
     }));
   } catch (error) {

@@ -7,6 +7,8 @@ export const WorkerEnv = FleetEnv.extend({
   FORGE_LOCK_DURATION_MS: envInt(15_000).pipe(z.number().max(30_000, 'keep the lock at most 30000 ms so lost calls are noticed quickly')),
   /** Catalog lease, renewed every third of it. @defaultValue 15000 */
   FORGE_LEASE_MS: envInt(15_000),
+  /** How long a starting worker waits for a dispatcher to publish its lane's key check (see WorkerPool). */
+  FORGE_KEY_CHECK_WAIT_MS: envInt(3000),
   /** Runs of a retryable tool in all, runs lost with a worker included. @defaultValue 3 */
   FORGE_RETRY_ATTEMPTS: envInt(3),
   /** First retry delay, doubled for each further retry. @defaultValue 200 */

@@ -3,7 +3,7 @@
  * a tools module. Reads REDIS_URL and the FORGE_* variables (see env.ts).
  */
 import { availableParallelism } from 'node:os';
-import { ConfigInvalidError, runMain, secretFromEnv } from '@forge-fleet/shared';
+import { ConfigInvalidError, isFleetError, runMain, secretFromEnv } from '@forge-fleet/shared';
 import { FleetMetrics, type MetricsServer, serveMetrics, setupTracing, ToolTracer } from '@forge-fleet/telemetry';
 import { pino } from 'pino';
 import { parseWorkerArgs, USAGE } from './cli.js';
@@ -66,10 +66,12 @@ runMain('forge-worker', async () => {
     prefix: env.FORGE_PREFIX,
     tier: args.tier,
     pool: args.pool,
+    pack: args.pack,
     tools,
     concurrency: args.concurrency,
     lockDurationMs: env.FORGE_LOCK_DURATION_MS,
     leaseMs: env.FORGE_LEASE_MS,
+    keyCheckWaitMs: env.FORGE_KEY_CHECK_WAIT_MS,
     shutdownGraceMs: env.FORGE_SHUTDOWN_GRACE_MS,
     retentionMs: env.FORGE_RESULT_RETENTION_MS,
     retryAttempts: env.FORGE_RETRY_ATTEMPTS,
@@ -80,6 +82,15 @@ runMain('forge-worker', async () => {
     progressIntervalMs: env.FORGE_PROGRESS_INTERVAL_MS,
     metrics,
     tracer: ToolTracer.of(tracing),
+    // A call key found wrong after start (no dispatcher had published its lane's check then): stop and exit 1.
+    onFatal: (error) => {
+      void (async () => {
+        await pool.stop().catch(() => undefined);
+        await sandbox?.close().catch(() => undefined);
+        process.stderr.write(`forge-worker: ${isFleetError(error) ? `${error.code}: ${error.message}` : String(error)}\n`);
+        process.exit(1);
+      })();
+    },
     log,
   });
   let server: MetricsServer | undefined;

@@ -8,7 +8,7 @@
  */
 
 // errors
-export { ErrorCode, ERROR_CODES, isErrorCode, isRetryable, httpStatusFor } from './errors/codes.js';
+export { ErrorCode, ERROR_CODES, ERROR_TABLE, isErrorCode, isRetryable, httpStatusFor, type ErrorCodeFacts } from './errors/codes.js';
 export { FleetError, isFleetError, type ErrorDetails } from './errors/fleet-error.js';
 export {
   ToolNotFoundError,
@@ -34,6 +34,7 @@ export {
   PayloadTooLargeError,
   ExpiredError,
   WorkerLostError,
+  IdempotencyConflictError,
   RouteNotFoundError,
   WaitTimeoutError,
   ForgedCallError,
@@ -45,6 +46,9 @@ export {
   displayPath,
   type SchemaIssue,
   type ValidationStage,
+  type WorkerLossReason,
+  type WorkerLostOptions,
+  type IdempotencyConflictKind,
 } from './errors/errors.js';
 export { WireError, toWireError, fromWireError } from './errors/wire.js';
 
@@ -91,10 +95,10 @@ export { QueueStats, QueueStatsList } from './wire/queues.js';
 export { CallEnvelope, CallBatch, ReplyMessage, ResultReply, ProgressReply, CallSignature, ApprovalRecord } from './wire/envelope.js';
 export { stableStringify } from './wire/stable-json.js';
 export { lineReader } from './wire/lines.js';
-export { deriveQueueKey, signEnvelope, envelopeForgery, SIGNATURE_ALGORITHM, MIN_KEY_BYTES } from './signing/call-signature.js';
+export { deriveQueueKey, keyCheck, signEnvelope, envelopeForgery, SIGNATURE_ALGORITHM, MIN_KEY_BYTES } from './signing/call-signature.js';
 
 // queues
-export { queueName, laneOf, fleetKeys, DEFAULT_FLEET_PREFIX, FLEET_PREFIX_PATTERN, type FleetKeys } from './queues/names.js';
+export { queueName, laneOf, packQueueName, fleetKeys, DEFAULT_FLEET_PREFIX, FLEET_PREFIX_PATTERN, type FleetKeys } from './queues/names.js';
 
 // config
 export { parseConfig, FleetEnv, envInt } from './config/parse.js';

@@ -1,4 +1,5 @@
-import { CallEnvelope, CallProgress, type CallStatus, CallStatus as CallStatusSchema, type CallView, type FleetKeys, ToolResult } from '@forge-fleet/shared';
+import { hash } from 'node:crypto';
+import { CallEnvelope, stableStringify, CallProgress, type CallStatus, CallStatus as CallStatusSchema, type CallView, type FleetKeys, ToolResult } from '@forge-fleet/shared';
 import type { RedisConnection } from './redis.js';
 import { publishReply, REPLY_LIST_TTL_MS } from './replies.js';
 import { ADOPT_CALL, APPROVE_CALL, batchScript, CANCEL_CALL, CREATE_CALL, FINISH_CALL, luaScript, PROGRESS_CALL, REQUEUE_CALL, START_CALL, VOID_CALL, WATCH_CALL } from './scripts.js';
@@ -31,6 +32,8 @@ export interface CallRecord {
   readonly starts: number;
   /** The tool's latest progress report. */
   readonly progress: CallProgress | undefined;
+  /** Hash of the tool and arguments as submitted (before any approval modified them): what a resubmission must match. */
+  readonly request: string | undefined;
 }
 
 /** What a worker may do with a call it took from the queue. */
@@ -50,6 +53,8 @@ export interface NewCall {
   readonly approvalDeadline?: number | undefined;
   /** The scope it was submitted under (shown to the person deciding). */
   readonly scope?: string | undefined;
+  /** Hash of the tool and arguments as submitted (see requestHash): a resubmission of the id must match it. */
+  readonly request?: string | undefined;
 }
 
 /**
@@ -64,6 +69,7 @@ export function createCallArgs(call: NewCall, retentionMs: number): (string | nu
   if (call.reason !== undefined) args.push('reason', call.reason);
   if (call.approvalDeadline !== undefined) args.push('approvalDeadline', call.approvalDeadline);
   if (call.scope !== undefined) args.push('scope', call.scope);
+  if (call.request !== undefined) args.push('request', call.request);
   return args;
 }
 
@@ -99,7 +105,17 @@ function parseRecord(id: string, lane: string, flat: readonly string[]): CallRec
     deadline: h.deadline === undefined ? undefined : Number(h.deadline),
     starts: Number(h.starts ?? 0),
     progress: progress?.success ? progress.data : undefined,
+    request: h.request,
   };
+}
+
+/**
+ * What identifies a submitted call besides its id: its tool and its arguments
+ * as canonical JSON (key order does not matter). A resubmission of an id is
+ * the same call only when this matches (else IDEMPOTENCY_CONFLICT).
+ */
+export function requestHash(name: string, args: unknown): string {
+  return hash('sha256', `${name}\n${stableStringify(args)}`, 'base64url');
 }
 
 /** The view the HTTP API answers with. */

@@ -1,24 +1,44 @@
-import { type FleetKeys, RegistryError, stableStringify, type ToolDefinition } from '@forge-fleet/shared';
+import { type FleetKeys, packQueueName, RegistryError, stableStringify, type ToolDefinition } from '@forge-fleet/shared';
+import { laneQueueName, parseLane } from './lanes.js';
+import { definitionHash, packJson, packOf, parsePack, type ToolPack } from './packs.js';
 import type { RedisConnection } from './redis.js';
 import { ANNOUNCE_TOOLS, luaScript } from './scripts.js';
 
+/** One tool pack of a lane as the catalog holds it, with its queue's backlog. */
+export interface PackEntry extends ToolPack {
+  readonly lane: string;
+  /** The BullMQ queue its workers take calls from. */
+  readonly queue: string;
+  /** Workers holding an unexpired lease on the pack. */
+  readonly liveWorkers: number;
+  /** Jobs in its queue no worker has taken yet. */
+  readonly waiting: number;
+  /** Jobs waiting out a retry backoff. */
+  readonly delayed: number;
+  /** Jobs a worker has taken (and may have died holding). */
+  readonly active: number;
+}
+
 /** One tool as the live catalog holds it. */
 export interface CatalogEntry {
-  /** The lane (queue) whose workers announced it. */
+  /** The lane whose workers announced it. */
   readonly lane: string;
   /** The definition as announced (stable JSON): compare it to skip re-parsing an unchanged tool. */
   readonly json: string;
-  /** Workers holding an unexpired lease on the tool. */
+  /** Workers holding an unexpired lease on a pack that serves it under this definition. */
   readonly liveWorkers: number;
+  /** The packs that serve it under this very definition (live or not): where its calls may go. */
+  readonly packs: readonly PackEntry[];
 }
 
 /**
  * The live tool catalog in Redis: workers announce the definitions they serve
- * under a lease they keep renewing; dispatchers read definitions and liveness
- * from it. Definitions stay after their workers leave, so a dispatcher can
- * tell "no such tool" (TOOL_NOT_FOUND) from "nobody serves it now" (NO_WORKER).
+ * and the pack they belong to under a lease they keep renewing; dispatchers
+ * read definitions, packs and liveness from it. Definitions stay after their
+ * workers leave, so a dispatcher can tell "no such tool" (TOOL_NOT_FOUND) from
+ * "nobody serves it now" (NO_WORKER).
  *
- * Each lane (queue) has its own definitions and leases, writable only by its
+ * Each lane has its own definitions, packs and leases, writable only by its
  * own workers' Redis users. A worker cannot see other lanes, so a name
  * announced in two lanes is caught by the dispatcher, which serves neither
  * (see {@link CatalogSnapshot.ambiguous}).
@@ -34,22 +54,40 @@ export class Catalog {
     this.#announce = luaScript<(string | number)[]>(redis, 'forgeAnnounceTools', 'variable', ANNOUNCE_TOOLS);
   }
 
+  /** The queue a worker serving `definitions` in `lane` (in the pack named `name`, if any) takes its calls from. */
+  packQueue(lane: string, definitions: readonly ToolDefinition[], name?: string): { pack: ToolPack; queue: string } {
+    const pack = packOf(definitions, name);
+    return { pack, queue: packQueueName(laneQueueName(this.#keys.prefix, lane), pack.id) };
+  }
+
   /**
-   * Announces or renews the worker's lease on each tool; with `notify`,
-   * tells dispatchers to re-read the catalog now (a worker joining).
+   * Announces or renews the worker's lease on its pack and on each tool;
+   * with `notify`, tells dispatchers to re-read the catalog now (a worker
+   * joining).
    * @throws RegistryError when a live worker serves one of the names with another definition.
    */
-  async announce(lane: string, workerId: string, definitions: readonly ToolDefinition[], leaseMs: number, options: { notify?: boolean } = {}): Promise<void> {
+  async announce(lane: string, workerId: string, definitions: readonly ToolDefinition[], leaseMs: number, options: { notify?: boolean; pack?: string | undefined } = {}): Promise<void> {
     const now = Date.now();
     // Registering the lane needs no atomicity with the announcement: it only tells dispatchers where to look.
     void this.#redis.sadd(this.#keys.catalogLanes, lane).catch(() => undefined);
-    const keys = [this.#keys.catalogDefinitions(lane), ...definitions.map((d) => this.#keys.catalogLeases(lane, d.name))];
-    const args: (string | number)[] = [workerId, now, now + leaseMs];
+    const pack = packOf(definitions, options.pack);
+    const keys = [this.#keys.catalogDefinitions(lane), this.#keys.catalogPacks(lane), this.#keys.catalogPackLeases(lane, pack.id), ...definitions.map((d) => this.#keys.catalogLeases(lane, d.name))];
+    const args: (string | number)[] = [workerId, now, now + leaseMs, pack.id, packJson(pack.tools)];
     for (const d of definitions) args.push(d.name, stableStringify(d));
     const conflicts = await this.#announce(keys, args);
     if (conflicts.length > 0) {
       const described: string[] = [];
-      for (let i = 0; i + 1 < conflicts.length; i += 2) described.push(`'${String(conflicts[i])}' (${String(conflicts[i + 1])} live worker(s))`);
+      let packTaken: string | undefined;
+      for (let i = 0; i + 1 < conflicts.length; i += 2) {
+        if (conflicts[i] === '') packTaken = String(conflicts[i + 1]);
+        else described.push(`'${String(conflicts[i])}' (${String(conflicts[i + 1])} live worker(s))`);
+      }
+      if (described.length === 0) {
+        throw new RegistryError(
+          `tool pack '${pack.id}' is served by ${packTaken} live worker(s) with other tools or definitions; every worker of a named pack (--pack) must serve the same tools module — give this worker another --pack name, or stop the others first`,
+          { pack: pack.id },
+        );
+      }
       throw new RegistryError(
         `tool ${described.join(', ')} is already served with a different definition; deploy the same definition to every worker of a tool, or stop the workers serving the old one first`,
         { tools: described },
@@ -58,46 +96,74 @@ export class Catalog {
     if (options.notify === true) await this.#redis.publish(this.#keys.catalogChannel, workerId);
   }
 
-  /** Gives up the worker's leases (on shutdown), so dispatchers stop routing to it at once. */
-  async withdraw(lane: string, workerId: string, names: readonly string[]): Promise<void> {
-    if (names.length === 0) return;
+  /** Gives up the worker's leases (on shutdown), so dispatchers stop routing to it at once and re-home what its pack leaves queued. */
+  async withdraw(lane: string, workerId: string, definitions: readonly ToolDefinition[], pack?: string): Promise<void> {
+    if (definitions.length === 0) return;
     const pipeline = this.#redis.pipeline();
-    for (const name of names) pipeline.zrem(this.#keys.catalogLeases(lane, name), workerId);
+    pipeline.zrem(this.#keys.catalogPackLeases(lane, packOf(definitions, pack).id), workerId);
+    for (const { name } of definitions) pipeline.zrem(this.#keys.catalogLeases(lane, name), workerId);
     pipeline.publish(this.#keys.catalogChannel, workerId);
     await pipeline.exec();
   }
 
-  /** How many workers hold a live lease on one tool, read now (not from any cache). */
-  async liveWorkers(lane: string, name: string, now = Date.now()): Promise<number> {
-    return this.#redis.zcount(this.#keys.catalogLeases(lane, name), now, '+inf');
+  /** How many workers hold a live lease on a pack, read now (not from any cache). */
+  async liveWorkers(lane: string, pack: string, now = Date.now()): Promise<number> {
+    return this.#redis.zcount(this.#keys.catalogPackLeases(lane, pack), now, '+inf');
   }
 
-  /** Every announced tool with its lane and number of live workers; names announced in several lanes apart. */
+  /**
+   * Every announced tool with its lane, packs and live workers; names
+   * announced in several lanes apart. Lane names and packs that do not parse
+   * (workers write them) are skipped and returned in `skipped`.
+   */
   async snapshot(now = Date.now()): Promise<CatalogSnapshot> {
-    const lanes = (await this.#redis.smembers(this.#keys.catalogLanes)).sort();
+    const skipped: string[] = [];
+    const lanes: string[] = [];
+    for (const lane of (await this.#redis.smembers(this.#keys.catalogLanes)).sort()) {
+      if (parseLane(lane) === undefined) skipped.push(`lane '${lane.slice(0, 80)}'`);
+      else lanes.push(lane);
+    }
     const reads = this.#redis.pipeline();
-    for (const lane of lanes) reads.hgetall(this.#keys.catalogDefinitions(lane));
+    for (const lane of lanes) reads.hgetall(this.#keys.catalogDefinitions(lane)).hgetall(this.#keys.catalogPacks(lane));
     const hashes = lanes.length === 0 ? [] : ((await reads.exec()) ?? []);
     const announced: { lane: string; name: string; json: string }[] = [];
+    const packs: Omit<PackEntry, 'liveWorkers' | 'waiting' | 'delayed' | 'active'>[] = [];
     lanes.forEach((lane, i) => {
-      const hash = (hashes[i]?.[1] ?? {}) as Record<string, string>;
-      for (const [name, json] of Object.entries(hash)) announced.push({ lane, name, json });
+      const [defError, definitions] = hashes[2 * i] ?? [];
+      const [packError, packHash] = hashes[2 * i + 1] ?? [];
+      if (defError) skipped.push(`lane '${lane}' definitions (${String(defError)})`);
+      else for (const [name, json] of Object.entries((definitions ?? {}) as Record<string, string>)) announced.push({ lane, name, json });
+      if (packError) skipped.push(`lane '${lane}' packs (${String(packError)})`);
+      else
+        for (const [id, json] of Object.entries((packHash ?? {}) as Record<string, string>)) {
+          const pack = parsePack(id, json);
+          if (pack === undefined) skipped.push(`pack '${id.slice(0, 40)}' of lane '${lane}'`);
+          else packs.push({ ...pack, lane, queue: packQueueName(laneQueueName(this.#keys.prefix, lane), id) });
+        }
     });
+    // Per pack: live workers, and its queue's backlog (BullMQ's lists, read directly: one command each).
     const counts = this.#redis.pipeline();
-    for (const { lane, name } of announced) counts.zcount(this.#keys.catalogLeases(lane, name), now, '+inf');
-    const live = announced.length === 0 ? [] : ((await counts.exec()) ?? []);
+    for (const p of packs) {
+      const q = `${this.#keys.prefix}:${p.queue}`;
+      counts.zcount(this.#keys.catalogPackLeases(p.lane, p.id), now, '+inf').llen(`${q}:wait`).zcard(`${q}:delayed`).llen(`${q}:active`);
+    }
+    const read = packs.length === 0 ? [] : ((await counts.exec()) ?? []);
+    const number = (i: number): number => Number(read[i]?.[1] ?? 0);
+    const entries: PackEntry[] = packs.map((p, i) => ({ ...p, liveWorkers: number(4 * i), waiting: number(4 * i + 1), delayed: number(4 * i + 2), active: number(4 * i + 3) }));
     const byName = new Map<string, CatalogEntry[]>();
-    announced.forEach(({ lane, name, json }, i) => {
-      const entry: CatalogEntry = { lane, json, liveWorkers: Number(live[i]?.[1] ?? 0) };
+    for (const { lane, name, json } of announced) {
+      const hashed = definitionHash(json);
+      const serving = entries.filter((p) => p.lane === lane && p.tools.get(name) === hashed);
+      const entry: CatalogEntry = { lane, json, liveWorkers: serving.reduce((sum, p) => sum + p.liveWorkers, 0), packs: serving };
       byName.set(name, [...(byName.get(name) ?? []), entry]);
-    });
-    const entries = new Map<string, CatalogEntry>();
+    }
+    const tools = new Map<string, CatalogEntry>();
     const ambiguous = new Map<string, string[]>();
     for (const [name, found] of byName) {
-      if (found.length === 1) entries.set(name, found[0]!);
+      if (found.length === 1) tools.set(name, found[0]!);
       else ambiguous.set(name, found.map((e) => e.lane));
     }
-    return { lanes, entries, ambiguous };
+    return { lanes, entries: tools, ambiguous, packs: entries, skipped };
   }
 }
 
@@ -113,4 +179,8 @@ export interface CatalogSnapshot {
    * claimed its name (or the reverse).
    */
   readonly ambiguous: ReadonlyMap<string, readonly string[]>;
+  /** Every pack of every lane, live or not (a dead pack's queue may still hold calls to re-home). */
+  readonly packs: readonly PackEntry[];
+  /** What could not be read and was left out (a bogus lane name a worker registered…), for the log. */
+  readonly skipped: readonly string[];
 }

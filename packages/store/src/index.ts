@@ -6,10 +6,14 @@
  * the live tool catalog and the tier queues.
  */
 export { connectRedis, closeRedis, type ConnectionLog, type RedisConnection } from './redis.js';
-export { CallStore, viewOf, type CallRecord, type NewCall, type StartOutcome } from './call-store.js';
+export { CallStore, viewOf, requestHash, type CallRecord, type NewCall, type StartOutcome } from './call-store.js';
 export { publishReply, ReplyPublisher, ReplyInbox, REPLY_LIST_TTL_MS } from './replies.js';
-export { Catalog, type CatalogEntry, type CatalogSnapshot } from './catalog.js';
-export { TierQueues, queueFor, openQueue, MAX_BATCH, type Submitted } from './queues.js';
+export { Catalog, type CatalogEntry, type CatalogSnapshot, type PackEntry } from './catalog.js';
+export { TierQueues, openQueue, MAX_BATCH, ENQUEUE_OUTAGE_MS, type Route, type Submitted } from './queues.js';
 export { QueueStatsReader, type QueueStatsReaderOptions } from './queue-stats.js';
 export { stableStringify } from '@forge-fleet/shared';
 export { AUDIT_MAX_ENTRIES, AuditReader, RedisAuditLogger, RedisRiskSignalQueue, type AuditFilter, type StoredAuditEntry } from './audit.js';
+export { parseLane, laneQueueName } from './lanes.js';
+export { packOf, definitionHash, type ToolPack } from './packs.js';
+export { isRedisAway } from './redis.js';
+export { KeyChecks } from './key-checks.js';

@@ -1,8 +1,8 @@
-import { type CallBatch, type CallEnvelope, type FleetKeys, queueName, type ToolDefinition } from '@forge-fleet/shared';
+import { CallBatch, CallEnvelope, type FleetKeys, UnavailableError } from '@forge-fleet/shared';
 import { type IRedisTransaction, Job, Queue, type RedisClient } from 'bullmq';
 import type { ChainableCommander } from 'ioredis';
 import { type CallRecord, createCallArgs, existingRecord, type NewCall } from './call-store.js';
-import type { RedisConnection } from './redis.js';
+import { isRedisAway, type RedisConnection } from './redis.js';
 import { CREATE_CALL, CREATE_CALLS } from './scripts.js';
 
 /**
@@ -17,9 +17,14 @@ export const MAX_BATCH = 64;
 /** Options every fleet job gets: results live in call records, so BullMQ keeps nothing. */
 const JOB_OPTIONS = { removeOnComplete: true, removeOnFail: { age: 24 * 3600, count: 10_000 } } as const;
 
-/** The queue a tool's calls go to: its tier's, or its host pool's. */
-export function queueFor(prefix: string, definition: Pick<ToolDefinition, 'tier' | 'pool'>): string {
-  return queueName(prefix, definition.tier, definition.tier === 'host' ? definition.pool : undefined);
+/**
+ * A job's options: the fleet's, and an id fixed by its first call's
+ * submission token, so a write sent again after Redis lost its answer adds
+ * no second job (BullMQ keeps the first under that id).
+ */
+function jobOptions(envelopes: readonly CallEnvelope[]): typeof JOB_OPTIONS & { jobId?: string } {
+  const token = envelopes[0]?.token;
+  return token === undefined ? JOB_OPTIONS : { ...JOB_OPTIONS, jobId: `t-${token}` };
 }
 
 /** Opens a fleet queue with the fleet's options. */
@@ -27,21 +32,37 @@ export function openQueue(redis: RedisConnection, prefix: string, name: string):
   return new Queue(name, { connection: redis, prefix, streams: { events: { maxLen: EVENTS_MAX_LEN } } });
 }
 
+/** Where a call goes: one tool pack's queue of its lane (see packs.ts). */
+export interface Route {
+  /** The pack's BullMQ queue. */
+  readonly queue: string;
+  /** The pack's id: its live workers are counted in the same write as the job. */
+  readonly pack: string;
+}
+
+/**
+ * How long a flush that Redis did not take (a restart, a failover) is tried
+ * again before its calls are answered UNAVAILABLE, for calls without a
+ * deadline of their own (a call's deadline bounds it when sooner).
+ */
+export const ENQUEUE_OUTAGE_MS = 30_000;
+
 /** What became of one submitted call. */
 export type Submitted =
-  /** Recorded and enqueued; `live` is the number of workers holding a lease on its tool as the record was written. */
+  /** Recorded and enqueued; `live` is the number of workers holding a lease on its pack as the job was added. */
   | { readonly created: true; readonly live: number }
   /** The id was taken: nothing was recorded, and the job's copy will be skipped (its token is not the record's). */
   | { readonly created: false; readonly existing: CallRecord };
 
-/** What a flush wrote: each call's CREATE_CALL reply (`[error, reply]`, in order) and each tool's live lease count. */
+/** What a flush wrote: each call's CREATE_CALL reply (`[error, reply]`, in order) and the pack's live lease count. */
 interface Written {
   readonly records: readonly (readonly [Error | null, unknown])[];
-  readonly live: ReadonlyMap<string, number>;
+  readonly live: number;
 }
 
 interface PendingCall {
   readonly call: NewCall;
+  readonly route: Route;
   resolve(submitted: Submitted): void;
   reject(error: unknown): void;
 }
@@ -84,13 +105,16 @@ export class TierQueues {
   }
 
   /**
-   * Records an approved call and enqueues it, in one write with the other
-   * calls of this turn for the same queue.
-   * @throws the Redis error when the record or the job could not be written
-   *   (a call whose job failed is ended as failed by the caller).
+   * Records an approved call and enqueues it on its route's queue, in one
+   * write with the other calls of this turn for the same queue.
+   * @throws UnavailableError when Redis did not take the write before the
+   *   call's deadline (or {@link ENQUEUE_OUTAGE_MS}); nothing then runs under
+   *   this submission unless its record and job both landed, and a
+   *   resubmission of the id answers for it.
+   * @throws the Redis error when Redis refused the write.
    */
-  submit(call: NewCall, definition: Pick<ToolDefinition, 'tier' | 'pool'>): Promise<Submitted> {
-    const name = queueFor(this.#keys.prefix, definition);
+  submit(call: NewCall, route: Route): Promise<Submitted> {
+    const name = route.queue;
     let pending = this.#pending.get(name);
     if (pending === undefined) {
       pending = [];
@@ -98,40 +122,64 @@ export class TierQueues {
       const batch = pending;
       setImmediate(() => this.#flush(name, batch));
     }
-    const submitted = new Promise<Submitted>((resolve, reject) => pending.push({ call, resolve, reject }));
+    const submitted = new Promise<Submitted>((resolve, reject) => pending.push({ call, route, resolve, reject }));
     if (pending.length >= MAX_BATCH) this.#flush(name, pending);
     return submitted;
   }
 
   /**
    * Enqueues the job of a call whose record already exists (a call a person
-   * has just approved). Resolves once the job is in Redis.
+   * has just approved, one re-homed from a pack that lost its workers).
+   * Resolves once the job is in Redis. The job id is the submission token's,
+   * so enqueueing the same envelope twice adds one job.
    */
-  async enqueueRecorded(envelope: CallEnvelope, definition: Pick<ToolDefinition, 'tier' | 'pool'>): Promise<void> {
-    await this.queue(queueFor(this.#keys.prefix, definition)).add(envelope.call.name, envelope, JOB_OPTIONS);
+  async enqueueRecorded(envelope: CallEnvelope, queue: string): Promise<void> {
+    await this.queue(queue).add(envelope.call.name, envelope, jobOptions([envelope]));
   }
 
   #flush(name: string, pending: PendingCall[]): void {
     if (this.#pending.get(name) !== pending) return; // already flushed (full batch)
     this.#pending.delete(name);
-    this.#send(name, pending).catch((error: unknown) => {
+    this.#sendDurably(name, pending).catch((error: unknown) => {
       for (const p of pending) p.reject(error);
     });
+  }
+
+  /**
+   * Sends a flush, and again while Redis is away, until the soonest deadline
+   * of its calls (at most {@link ENQUEUE_OUTAGE_MS}). Sending again is safe:
+   * a record that landed answers as taken under this submission's own token
+   * (so it counts as created), and the job's id is fixed by its calls' tokens,
+   * so BullMQ adds it once.
+   */
+  async #sendDurably(name: string, pending: readonly PendingCall[]): Promise<void> {
+    const began = Date.now();
+    let limit = began + ENQUEUE_OUTAGE_MS;
+    for (const p of pending) if (p.call.envelope.deadline !== undefined) limit = Math.min(limit, p.call.envelope.deadline);
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.#send(name, pending);
+      } catch (error) {
+        if (!isRedisAway(error)) throw error;
+        const wait = Math.min(1000, 50 * 2 ** attempt);
+        if (Date.now() + wait > limit) throw new UnavailableError(error instanceof Error ? error.message : String(error), { cause: error, what: `the call could not be enqueued within ${Date.now() - began} ms` });
+        await new Promise((resolve) => setTimeout(resolve, wait));
+      }
+    }
   }
 
   async #send(name: string, pending: readonly PendingCall[]): Promise<void> {
     const queue = this.queue(name);
     // BullMQ's own client (its job scripts are defined on it), raw ioredis underneath.
     const client = await queue.getBackend().client;
-    const tools = [...new Set(pending.map((p) => p.call.name))];
-    // One queue, so one lane: every call of this flush goes to the same place.
-    const lane = pending[0]!.call.lane;
-    const { records, live } = client.isCluster ? await this.#writeApart(queue, client, pending, lane, tools) : await this.#writeTogether(queue, client, pending, lane, tools);
+    // One queue, so one lane and one pack: every call of this flush goes to the same place.
+    const { call: first, route } = pending[0]!;
+    const { records, live } = client.isCluster ? await this.#writeApart(queue, client, pending, first.lane, route.pack) : await this.#writeTogether(queue, client, pending, first.lane, route.pack);
     const taken: { p: PendingCall; lane: string }[] = [];
     pending.forEach((p, i) => {
       const [error, reply] = records[i] ?? [new Error('no reply for the call record')];
       if (error !== null) p.reject(error);
-      else if (reply === 0) p.resolve({ created: true, live: live.get(p.call.name) ?? 0 });
+      else if (reply === 0) p.resolve({ created: true, live });
       else taken.push({ p, lane: String(reply) });
     });
     // Taken ids (resubmissions) are rare: their records are read in a second round trip, one read per
@@ -140,7 +188,10 @@ export class TierQueues {
       taken.map(async ({ p, lane }) => {
         try {
           const hash = await this.#redis.hgetall(this.#keys.call(lane, p.call.id));
-          p.resolve({ created: false, existing: existingRecord(p.call.id, lane, Object.entries(hash).flat()) });
+          const existing = existingRecord(p.call.id, lane, Object.entries(hash).flat());
+          // This very submission's record, written by an earlier try of a flush Redis lost the answer to.
+          if (existing.envelope?.token !== undefined && existing.envelope.token === p.call.envelope.token) p.resolve({ created: true, live });
+          else p.resolve({ created: false, existing });
         } catch (error) {
           p.reject(error);
         }
@@ -153,7 +204,7 @@ export class TierQueues {
    * pipeline, records first — one write, one round trip.
    * @throws the Redis error when the job was not added.
    */
-  async #writeTogether(queue: Queue, client: RedisClient, pending: readonly PendingCall[], lane: string, tools: readonly string[]): Promise<Written> {
+  async #writeTogether(queue: Queue, client: RedisClient, pending: readonly PendingCall[], lane: string, pack: string): Promise<Written> {
     const pipeline = client.pipeline() as IRedisTransaction & Pick<ChainableCommander, 'eval' | 'zcount'>;
     // Every record of the flush in one script (see CREATE_CALLS).
     const keys: string[] = [];
@@ -166,16 +217,17 @@ export class TierQueues {
       for (let i = 1; i < values.length; i++) args.push(values[i]!);
     }
     pipeline.eval(CREATE_CALLS, keys.length, ...keys, ...args);
-    const now = Date.now();
-    for (const tool of tools) pipeline.zcount(this.#keys.catalogLeases(lane, tool), now, '+inf');
     // Queued on the pipeline synchronously; its outcome is read from the pipeline's results below.
     this.#job(queue, pending.map((p) => p.call.envelope)).addJob(pipeline).catch(() => undefined);
+    // Counted after the job is in: a worker that gives up its lease later publishes that it left, and the
+    // dispatchers' re-read of the catalog then finds this job in a pack without workers (and re-homes it).
+    pipeline.zcount(this.#keys.catalogPackLeases(lane, pack), Date.now(), '+inf');
     const results = (await pipeline.exec()) ?? [];
-    const added = results[1 + tools.length];
+    const added = results[1];
     if (added === undefined || added[0] !== null) throw added?.[0] ?? new Error('the job was not added');
     const [error, replies] = results[0] ?? [new Error('no reply for the call records')];
     const records = pending.map((_, i): readonly [Error | null, unknown] => (error !== null ? [error, undefined] : [null, (replies as unknown[])[i]]));
-    return { records, live: new Map(tools.map((tool, i) => [tool, Number(results[1 + i]?.[1] ?? 0)])) };
+    return { records, live: Number(results[2]?.[1] ?? 0) };
   }
 
   /**
@@ -187,22 +239,47 @@ export class TierQueues {
    * still never take a job before its calls' records exist. Two round trips.
    * @throws the Redis error when the job was not added.
    */
-  async #writeApart(queue: Queue, client: RedisClient, pending: readonly PendingCall[], lane: string, tools: readonly string[]): Promise<Written> {
+  async #writeApart(queue: Queue, client: RedisClient, pending: readonly PendingCall[], lane: string, pack: string): Promise<Written> {
     const settle = (reply: Promise<unknown>): Promise<[Error | null, unknown]> => reply.then((value) => [null, value] as [null, unknown], (error: unknown) => [error instanceof Error ? error : new Error(String(error)), undefined]);
-    const now = Date.now();
-    const [records, counts] = await Promise.all([
-      Promise.all(pending.map(({ call }) => settle(this.#redis.eval(CREATE_CALL, 2, this.#keys.callLane(call.id), this.#keys.call(call.lane, call.id), ...createCallArgs(call, this.#retentionMs))))),
-      Promise.all(tools.map((tool) => this.#redis.zcount(this.#keys.catalogLeases(lane, tool), now, '+inf'))),
-    ]);
-    const created = pending.filter((_, i) => records[i]?.[0] === null && records[i]?.[1] === 0);
+    const records = await Promise.all(pending.map(({ call }) => settle(this.#redis.eval(CREATE_CALL, 2, this.#keys.callLane(call.id), this.#keys.call(call.lane, call.id), ...createCallArgs(call, this.#retentionMs)))));
+    // Created now, or by an earlier try of this flush (the id taken in this lane: its token is checked by #send).
+    const created = pending.filter((p, i) => records[i]?.[0] === null && (records[i]?.[1] === 0 || records[i]?.[1] === p.call.lane));
     if (created.length > 0) await this.#job(queue, created.map((p) => p.call.envelope)).addJob(client);
-    return { records, live: new Map(tools.map((tool, i) => [tool, counts[i] ?? 0])) };
+    // Counted after the job is in: a pack that lost its last worker before this is seen as such.
+    const live = await this.#redis.zcount(this.#keys.catalogPackLeases(lane, pack), Date.now(), '+inf');
+    return { records, live };
   }
 
   /** The job carrying a flush's calls: the envelope itself for a lone call, else a batch. */
   #job(queue: Queue, envelopes: readonly CallEnvelope[]): Job {
     const first = envelopes[0]!;
-    return envelopes.length === 1 ? new Job(queue, first.call.name, first, JOB_OPTIONS) : new Job(queue, 'batch', { v: 1, batch: [...envelopes] } satisfies CallBatch, JOB_OPTIONS);
+    const options = jobOptions(envelopes);
+    return envelopes.length === 1 ? new Job(queue, first.call.name, first, options) : new Job(queue, 'batch', { v: 1, batch: [...envelopes] } satisfies CallBatch, options);
+  }
+
+  /**
+   * Takes the jobs a queue holds but no worker runs: waiting, delayed, and
+   * active ones whose lock has lapsed (their worker is gone). Each is removed
+   * from the queue atomically (BullMQ refuses to remove a locked job), so of
+   * several dispatchers sweeping the same queue only one gets a job. Returns
+   * the calls of the jobs taken, at most `limit` jobs' worth per call; what
+   * cannot be parsed as calls is removed and left out.
+   */
+  async takeStranded(queue: string, limit = 100): Promise<CallEnvelope[]> {
+    const q = this.queue(queue);
+    const jobs = await q.getJobs(['wait', 'prioritized', 'delayed', 'active'], 0, limit - 1);
+    const taken: CallEnvelope[] = [];
+    for (const job of jobs) {
+      if (job?.id === undefined || (await q.remove(job.id)) !== 1) continue;
+      const data: unknown = job.data;
+      const batch = CallBatch.safeParse(data);
+      if (batch.success) taken.push(...batch.data.batch);
+      else {
+        const single = CallEnvelope.safeParse(data);
+        if (single.success) taken.push(single.data);
+      }
+    }
+    return taken;
   }
 
   async close(): Promise<void> {

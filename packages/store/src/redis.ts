@@ -83,3 +83,25 @@ export async function closeRedis(redis: RedisConnection): Promise<void> {
     redis.disconnect();
   }
 }
+
+/**
+ * Whether an error is ioredis' way of saying Redis is away for now — the retry
+ * limit of a command reached while reconnecting, a closed connection, a refused
+ * or reset socket, a restarted server still loading its data, a cluster
+ * failing over — rather than Redis refusing the command itself. A step that
+ * failed so may be tried again; one Redis refused may not.
+ */
+export function isRedisAway(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const code = (error as { code?: unknown }).code;
+  return (
+    error.name === 'MaxRetriesPerRequestError' ||
+    error.message === 'Connection is closed.' ||
+    error.message.startsWith("Stream isn't writeable") ||
+    code === 'ECONNREFUSED' ||
+    code === 'ECONNRESET' ||
+    code === 'EPIPE' ||
+    code === 'ETIMEDOUT' ||
+    /^(LOADING|TRYAGAIN|CLUSTERDOWN|MASTERDOWN|READONLY)\b/.test(error.message)
+  );
+}

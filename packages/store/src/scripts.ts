@@ -222,32 +222,48 @@ table.insert(targets, 1, redis.call('HGET', KEYS[1], 'replyTo'))
 return {'cancelled', unpack(targets)}`;
 
 /**
- * A worker announces (or renews) the tools it serves. KEYS: definitions hash,
- * then one lease set per tool; ARGV: worker id, now, lease expiry, then
- * name/definition pairs. A tool already announced with another definition by
- * a live worker is a conflict: nothing is written and the conflicts are
- * returned as {name, live workers, …}.
+ * A worker announces (or renews) its tools and its pack. Refuses, and returns
+ * {name, live others, …}, when another live worker serves one of the names
+ * with a different definition (name '' for a pack another live worker serves
+ * with other tools: a named pack, `forge-worker --pack`); else records every definition, the pack, and
+ * this worker's leases on the pack and on each tool, and returns {}.
+ * KEYS: the lane's definitions, its packs, this pack's leases, then one lease
+ * set per tool. ARGV: worker id, now, lease expiry, pack id, pack JSON, then
+ * name and definition JSON per tool.
  */
 export const ANNOUNCE_TOOLS = `
-local n = #KEYS - 1
+local n = #KEYS - 3
 local conflicts = {}
 for j = 1, n do
-  local existing = redis.call('HGET', KEYS[1], ARGV[2 + 2 * j])
-  if existing and existing ~= ARGV[3 + 2 * j] then
-    redis.call('ZREMRANGEBYSCORE', KEYS[1 + j], '-inf', ARGV[2])
-    local others = redis.call('ZCARD', KEYS[1 + j])
-    if redis.call('ZSCORE', KEYS[1 + j], ARGV[1]) then others = others - 1 end
+  local existing = redis.call('HGET', KEYS[1], ARGV[4 + 2 * j])
+  if existing and existing ~= ARGV[5 + 2 * j] then
+    redis.call('ZREMRANGEBYSCORE', KEYS[3 + j], '-inf', ARGV[2])
+    local others = redis.call('ZCARD', KEYS[3 + j])
+    if redis.call('ZSCORE', KEYS[3 + j], ARGV[1]) then others = others - 1 end
     if others > 0 then
-      table.insert(conflicts, ARGV[2 + 2 * j])
+      table.insert(conflicts, ARGV[4 + 2 * j])
       table.insert(conflicts, others)
     end
   end
 end
+local pack = redis.call('HGET', KEYS[2], ARGV[4])
+if pack and pack ~= ARGV[5] then
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ARGV[2])
+  local others = redis.call('ZCARD', KEYS[3])
+  if redis.call('ZSCORE', KEYS[3], ARGV[1]) then others = others - 1 end
+  if others > 0 then
+    table.insert(conflicts, '')
+    table.insert(conflicts, others)
+  end
+end
 if #conflicts > 0 then return conflicts end
 for j = 1, n do
-  redis.call('HSET', KEYS[1], ARGV[2 + 2 * j], ARGV[3 + 2 * j])
-  redis.call('ZADD', KEYS[1 + j], ARGV[3], ARGV[1])
+  redis.call('HSET', KEYS[1], ARGV[4 + 2 * j], ARGV[5 + 2 * j])
+  redis.call('ZADD', KEYS[3 + j], ARGV[3], ARGV[1])
 end
+redis.call('HSET', KEYS[2], ARGV[4], ARGV[5])
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ARGV[2])
+redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
 return {}`;
 
 /**

@@ -7,6 +7,7 @@ import {
   errorResult,
   ExpiredError,
   InternalError,
+  NoWorkerError,
   NotAwaitingApprovalError,
   type PendingApproval,
   ToolNotFoundError,
@@ -17,6 +18,7 @@ import type { Logger } from 'pino';
 import { type Caller, requireRole } from '../auth/authenticator.js';
 import type { DecisionAudit } from '../audit/decisions.js';
 import type { CatalogView } from '../catalog/catalog-view.js';
+import type { PackRouter } from '../routing/pack-router.js';
 import type { CallSigner } from '../signing/call-signer.js';
 
 export interface ApprovalServiceDeps {
@@ -24,6 +26,8 @@ export interface ApprovalServiceDeps {
   readonly queues: TierQueues;
   readonly signer: CallSigner;
   readonly catalog: CatalogView;
+  /** Picks the pack queue an approved call goes to. */
+  readonly router: PackRouter;
   readonly audit: DecisionAudit;
   readonly log: Logger;
   /** How often due approvals are expired. @defaultValue 1000 */
@@ -127,8 +131,15 @@ export class ApprovalService {
     if (outcome.outcome === 'not_waiting') throw new NotAwaitingApprovalError(id, outcome.status, 'another decision got there first');
     if (outcome.outcome === 'missing') throw new CallNotFoundError(id);
     await d.store.unindexApproval(id);
+    const route = d.router.route(record.name);
+    if (route === undefined) {
+      // Approved, but nobody can run it now: end it as such rather than park it on a queue no worker reads.
+      const result = errorResult(envelope.call, new NoWorkerError(record.name, record.lane));
+      if (await d.store.end(record.lane, id, 'failed', result, { onlyFrom: 'queued' })) this.#audit(record, by, { decision: 'failed', code: 'NO_WORKER', arguments: original });
+      return { id, status: 'failed', result };
+    }
     try {
-      await d.queues.enqueueRecorded(envelope, definition);
+      await d.queues.enqueueRecorded(envelope, route.queue);
     } catch (error) {
       // Approved but not enqueued: end it rather than leave it queued for a run that cannot come.
       const failed = errorResult(envelope.call, new InternalError(`the approved call could not be enqueued: ${error instanceof Error ? error.message : String(error)}`, { cause: error }));

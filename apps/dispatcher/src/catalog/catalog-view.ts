@@ -1,5 +1,5 @@
 import { laneOf, NoWorkerError, parseToolDefinition, RegistryError, TIERS, type ToolDefinition, ToolNotFoundError } from '@forge-fleet/shared';
-import { type Catalog, queueFor, type RedisConnection } from '@forge-fleet/store';
+import { type Catalog, type CatalogSnapshot, laneQueueName, type PackEntry, type RedisConnection } from '@forge-fleet/store';
 import type { Logger } from 'pino';
 
 interface Entry {
@@ -7,7 +7,12 @@ interface Entry {
   readonly json: string;
   readonly definition: ToolDefinition;
   readonly liveWorkers: number;
+  /** The packs serving the tool under this definition, live or not. */
+  readonly packs: readonly PackEntry[];
 }
+
+/** Told each catalog read, after the view took it in. */
+export type CatalogListener = (snapshot: CatalogSnapshot) => void;
 
 /** After a miss, wait at least this long before asking Redis again, so unknown names cannot flood it. */
 const MISS_REFRESH_MS = 100;
@@ -66,10 +71,10 @@ export class CatalogView {
     this.#dirty = false;
     const snapshot = await this.catalog.snapshot();
     const next = new Map<string, Entry>();
-    for (const [name, { lane, json, liveWorkers }] of snapshot.entries) {
+    for (const [name, { lane, json, liveWorkers, packs }] of snapshot.entries) {
       const previous = this.#entries.get(name);
       if (previous?.json === json && previous.lane === lane) {
-        next.set(name, { ...previous, liveWorkers });
+        next.set(name, { ...previous, liveWorkers, packs });
         continue;
       }
       try {
@@ -81,7 +86,7 @@ export class CatalogView {
           this.log.error({ tool: name, lane, claims: laneOf(definition.tier, definition.pool) }, 'ignoring a tool announced in a lane its definition does not belong to');
           continue;
         }
-        next.set(name, { lane, json, definition, liveWorkers });
+        next.set(name, { lane, json, definition, liveWorkers, packs });
       } catch (err) {
         this.log.warn({ err, tool: name }, 'ignoring a catalog definition this dispatcher cannot read');
       }
@@ -89,18 +94,28 @@ export class CatalogView {
     for (const [name, lanes] of snapshot.ambiguous) {
       if (!this.#ambiguous.has(name)) this.log.error({ tool: name, lanes }, 'a tool name is announced by workers of several queues; serving none until only one does');
     }
+    const skipped = snapshot.skipped.join('; ');
+    if (skipped !== '' && skipped !== this.#skipped) this.log.warn({ skipped: snapshot.skipped }, 'catalog entries that cannot be read were left out (written by a misbehaving worker?)');
+    this.#skipped = skipped;
     this.#ambiguous = new Map(snapshot.ambiguous);
     this.#lanes = snapshot.lanes;
     this.#entries = next;
     this.#lastRefresh = Date.now();
-    this.onLanes?.(this.lanes());
+    for (const listener of this.#listeners) listener(snapshot);
   }
 
   #ambiguous = new Map<string, readonly string[]>();
   #lanes: readonly string[] = [];
+  #skipped = '';
+  readonly #listeners: CatalogListener[] = [];
 
-  /** Told the lanes after every read (the dispatcher's reply inbox reads one list per lane). */
-  onLanes: ((lanes: string[]) => void) | undefined;
+  /**
+   * Hears every catalog read, after this view took it in (the reply inbox
+   * follows the lanes; the stranded-call sweep looks for packs without workers).
+   */
+  onRead(listener: CatalogListener): void {
+    this.#listeners.push(listener);
+  }
 
   /** Every tier's lane, and every lane whose workers have announced tools (host pools). */
   lanes(): string[] {
@@ -131,8 +146,13 @@ export class CatalogView {
     if (entry === undefined) {
       throw new ToolNotFoundError(name, { known: this.list().map((d) => d.name), remedy: 'no worker has announced it — check the name, or start a worker whose tools module defines it' });
     }
-    if (entry.liveWorkers === 0) throw new NoWorkerError(name, queueFor(this.prefix, entry.definition));
+    if (entry.liveWorkers === 0) throw new NoWorkerError(name, laneQueueName(this.prefix, entry.lane));
     return entry.definition;
+  }
+
+  /** The packs that serve a tool under the definition this view holds for it, live or not (none for unknown or ambiguous names). */
+  packsOf(name: string): readonly PackEntry[] {
+    return this.#ambiguous.has(name) ? [] : (this.#entries.get(name)?.packs ?? []);
   }
 
   /**

@@ -1,3 +1,4 @@
+import { isRedisAway } from '@forge-fleet/store';
 import { BadRequestError, type FleetError, InternalError, isFleetError, PayloadTooLargeError, RouteNotFoundError, toWireError, UnavailableError } from '@forge-fleet/shared';
 import type { FastifyError, FastifyInstance } from 'fastify';
 import type { DecisionAudit } from '../audit/decisions.js';
@@ -27,32 +28,15 @@ export function parseRequest<S extends ZodType>(schema: S, value: unknown, what:
 }
 
 /** Turns what fastify itself raises (bad JSON, body too large…) into our codes. */
-/**
- * ioredis' ways of saying Redis is away: the retry limit of a command reached
- * while reconnecting, a closed connection, a refused or reset socket, and a
- * restarted server still loading its AOF.
- */
-function isRedisUnavailable(error: FastifyError): boolean {
-  const code = (error as { code?: unknown }).code;
-  return (
-    error.name === 'MaxRetriesPerRequestError' ||
-    error.message === 'Connection is closed.' ||
-    code === 'ECONNREFUSED' ||
-    code === 'ECONNRESET' ||
-    code === 'EPIPE' ||
-    error.message.startsWith('LOADING')
-  );
-}
-
 /** Anything a request's handling threw, as the FleetError it answers with: Redis away is UNAVAILABLE (retry), the unexpected INTERNAL. */
 export function asFleetError(error: unknown): FleetError {
   if (isFleetError(error)) return error;
-  if (error instanceof Error && isRedisUnavailable(error as FastifyError)) return new UnavailableError(error.message, { cause: error });
+  if (error instanceof Error && isRedisAway(error)) return new UnavailableError(error.message, { cause: error });
   return new InternalError(error instanceof Error ? error.message : String(error), { cause: error });
 }
 
 function fromFastify(error: FastifyError, bodyLimit: number): FleetError {
-  if (isRedisUnavailable(error)) return new UnavailableError(error.message, { cause: error });
+  if (isRedisAway(error)) return new UnavailableError(error.message, { cause: error });
   if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || error.statusCode === 413) return new PayloadTooLargeError(bodyLimit);
   if (error instanceof ZodError) return new BadRequestError(zodIssues(error, 'body'));
   if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) return new BadRequestError(error.message);

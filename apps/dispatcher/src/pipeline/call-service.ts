@@ -14,6 +14,9 @@ import {
   isFinalStatus,
   laneOf,
   lazyChild,
+  IdempotencyConflictError,
+  type IdempotencyConflictKind,
+  isFleetError,
   NoWorkerError,
   NotSpeculatableError,
   type ResultReply,
@@ -22,15 +25,15 @@ import {
   stableStringify,
   type SubmitCallRequest,
   type ToolCall,
-  type ToolDefinition,
 } from '@forge-fleet/shared';
-import { type CallRecord, type CallStore, publishReply, queueFor, type RedisConnection, type ReplyInbox, type Submitted, type TierQueues, viewOf } from '@forge-fleet/store';
+import { type CallRecord, type CallStore, laneQueueName, publishReply, type RedisConnection, type ReplyInbox, requestHash, type Submitted, type TierQueues, viewOf } from '@forge-fleet/store';
 import type { ToolTracer, TraceCarrier } from '@forge-fleet/telemetry';
 import type { Logger } from 'pino';
 import type { DecisionAudit } from '../audit/decisions.js';
 import type { Caller } from '../auth/authenticator.js';
 import type { CatalogView } from '../catalog/catalog-view.js';
 import { type ArgumentLimits, checkArguments } from '../limits/arguments.js';
+import type { PackRouter } from '../routing/pack-router.js';
 import type { CallSigner } from '../signing/call-signer.js';
 
 export interface CallServiceDeps {
@@ -42,6 +45,8 @@ export interface CallServiceDeps {
   readonly signer: CallSigner;
   readonly inbox: ReplyInbox;
   readonly catalog: CatalogView;
+  /** Picks the pack queue each call goes to. */
+  readonly router: PackRouter;
   readonly approval: ApprovalHandler;
   /** How long a call of a tool waits for a person before it expires (from the policy). */
   readonly approvalDeadlineFor: (tool: string) => number;
@@ -57,14 +62,17 @@ export interface CallServiceDeps {
 /** How long a cancel request waits for a running call's worker to confirm. */
 const CANCEL_CONFIRM_MS = 5000;
 
+/** How long a call must have been queued before a resubmission of it re-enqueues it (see CallService.#readopt). */
+const READOPT_AFTER_MS = 2000;
+
+/** Routes tried for one call when the pack picked lost its last worker as the call was enqueued. */
+const ROUTE_ATTEMPTS = 3;
+
 /**
  * Whether the caller may see and cancel a call: its submitter, or an admin.
  * Calls submitted anonymously (dev mode) are anyone's. Others' calls are
  * answered as not found, so ids reveal nothing.
  */
-/** How long a call must have been queued before a resubmission of it re-enqueues it (see CallService.#readopt). */
-const READOPT_AFTER_MS = 2000;
-
 function ownedBy(record: CallRecord, caller: Caller): boolean {
   const owner = record.envelope?.caller;
   return owner === undefined || caller.role === 'admin' || owner === caller.subject;
@@ -72,6 +80,18 @@ function ownedBy(record: CallRecord, caller: Caller): boolean {
 
 /** A reply listener registered with the inbox (see ReplyInbox.listen). */
 type Listening = ReturnType<ReplyInbox['listen']>;
+
+/**
+ * How a resubmission differs from the call recorded under its id: `tool`,
+ * `arguments`, or `undefined` when it is the same call. Records written before
+ * the request hash was kept are compared by their envelope's call.
+ */
+function conflictOf(existing: CallRecord, call: ToolCall, request: string): IdempotencyConflictKind | undefined {
+  if (existing.name !== call.name) return 'tool';
+  if (existing.request !== undefined) return existing.request === request ? undefined : 'arguments';
+  const recorded = existing.envelope?.call.arguments;
+  return recorded === undefined || stableStringify(recorded) === stableStringify(call.arguments) ? undefined : 'arguments';
+}
 
 function viewOfReply(message: ResultReply): CallView {
   return { id: message.id, status: message.status, result: message.result };
@@ -144,11 +164,18 @@ export class CallService {
     const log = lazyChild(d.log, { callId: call.id, tool: call.name, tier: definition.tier });
     // The lane whose key space holds the record: that of the queue the call goes to.
     const lane = laneOf(definition.tier, definition.pool);
-    // A second submission of a taken id answers for the existing call — if it is the caller's own.
+    // What a resubmission of this id must match: the tool and the arguments as submitted, before any modification.
+    const fingerprint = requestHash(call.name, call.arguments);
+    // A second submission of a taken id answers for the existing call — if it is the caller's own, and the same call.
     const resubmitted = (existing: CallRecord, listening?: Listening): Promise<CallView> => {
       if (!ownedBy(existing, caller)) {
         listening?.stop();
         throw new BadRequestError(`call id '${call.id}' is taken by another caller; submit with another id (or none)`);
+      }
+      const conflict = conflictOf(existing, call, fingerprint);
+      if (conflict !== undefined) {
+        listening?.stop();
+        throw new IdempotencyConflictError(call.id, conflict);
       }
       log.info({ status: existing.status }, 'call id already submitted; answering for the existing call');
       // The listener registered before the submit stays: the existing call may end at any moment.
@@ -162,7 +189,7 @@ export class CallService {
       // The index entry goes in the same write as the record (same connection, same turn), so the deadline sweep sees it.
       void d.store.indexApproval(call.id, approvalDeadline).catch((err: unknown) => log.error({ err }, 'could not index a call awaiting approval'));
       const waiting = { ...envelope, call: admission.call, token: randomUUID() };
-      const created = await d.store.create({ id: call.id, lane, name: call.name, status: 'awaiting_approval', replyTo: d.dispatcherId, envelope: waiting, reason: admission.reason, approvalDeadline, scope: caller.scope.name });
+      const created = await d.store.create({ id: call.id, lane, name: call.name, status: 'awaiting_approval', replyTo: d.dispatcherId, envelope: waiting, reason: admission.reason, approvalDeadline, scope: caller.scope.name, request: fingerprint });
       if (!created.created) return resubmitted(created.existing, listeningForDecision);
       d.audit.call(caller, call.id, call.name, { decision: 'awaiting_approval', tier: definition.tier, reason: admission.reason });
       log.info({ waitingFor: admission.waitingFor }, 'call awaiting approval');
@@ -174,29 +201,46 @@ export class CallService {
     }
     // Listen before the call can end: a fast worker may answer before the submit's own reply arrives.
     const listening = waitMs > 0 ? d.inbox.listen(call.id, waitMs, signal) : undefined;
-    const token = randomUUID();
-    // Signed last: the signature covers the final arguments, the approval decision and the submission token.
-    const queued = d.signer.sign({ ...envelope, token, approval: { decision: admission.modified ? 'modified' : 'approved' } });
-    let submitted: Submitted;
-    try {
-      // Record, liveness check and job leave in one write (see TierQueues).
-      submitted = await d.queues.submit({ id: call.id, lane, name: call.name, status: 'queued', replyTo: d.dispatcherId, envelope: queued }, definition);
-    } catch (error) {
+    const noWorker = async (): Promise<never> => {
       listening?.stop();
-      // The record may exist without its job: end the call so nobody waits for a run that cannot come.
-      const failed = errorResult(call, new InternalError(`the call could not be enqueued: ${error instanceof Error ? error.message : String(error)}`, { cause: error }));
-      await d.store.finish(lane, call.id, 'failed', failed, { onlyFrom: 'queued' }).catch(() => undefined);
+      const error = new NoWorkerError(call.name, laneQueueName(d.keys.prefix, lane));
+      await d.audit.rejectedCall(caller, call.id, call.name, error, definition.tier);
       throw error;
-    }
-    if (!submitted.created) {
-      if (ownedBy(submitted.existing, caller)) await this.#readopt(submitted.existing, call, definition, lane, log);
-      return resubmitted(submitted.existing, listening);
-    }
-    if (submitted.live === 0 && (await d.store.withdraw(lane, call.id, token))) {
-      listening?.stop();
-      const error = new NoWorkerError(call.name, queueFor(d.keys.prefix, definition));
-      await d.audit.rejectedCall(caller, call.id, call.name, error, d.catalog.definitionOf(call.name)?.tier);
-      throw error;
+    };
+    let avoid: string | undefined;
+    for (let attempt = 1; ; attempt++) {
+      const route = d.router.route(call.name, avoid);
+      if (route === undefined) return noWorker();
+      // A token per attempt: a job left behind by an attempt withdrawn below can never start the call.
+      const token = randomUUID();
+      // Signed last: the signature covers the final arguments, the approval decision and the submission token.
+      const queued = d.signer.sign({ ...envelope, token, approval: { decision: admission.modified ? 'modified' : 'approved' } });
+      let submitted: Submitted;
+      try {
+        // Record, job and the pack's liveness check leave in one write (see TierQueues).
+        submitted = await d.queues.submit({ id: call.id, lane, name: call.name, status: 'queued', replyTo: d.dispatcherId, envelope: queued, request: fingerprint }, route);
+      } catch (error) {
+        listening?.stop();
+        if (isFleetError(error) && error.code === 'UNAVAILABLE') {
+          // Redis was away for the whole retry window: the call is not accepted. Free its id if its record landed,
+          // so the caller's retry of the same id submits afresh (if this fails too, a resubmission re-adopts it).
+          await d.store.withdraw(lane, call.id, token).catch(() => undefined);
+          throw error;
+        }
+        // Redis refused the write: the record may exist without its job; end the call so nobody waits for a run that cannot come.
+        const failed = errorResult(call, new InternalError(`the call could not be enqueued: ${error instanceof Error ? error.message : String(error)}`, { cause: error }));
+        await d.store.end(lane, call.id, 'failed', failed, { onlyFrom: 'queued' }).catch(() => undefined);
+        throw error;
+      }
+      if (!submitted.created) {
+        if (ownedBy(submitted.existing, caller) && conflictOf(submitted.existing, call, fingerprint) === undefined) await this.#readopt(submitted.existing, call, lane, log);
+        return resubmitted(submitted.existing, listening);
+      }
+      // The pack lost its last worker as the call was enqueued: take the call back (unless a worker took it) and try another.
+      if (submitted.live > 0 || !(await d.store.withdraw(lane, call.id, token))) break;
+      if (attempt >= ROUTE_ATTEMPTS) return noWorker();
+      avoid = route.queue;
+      await d.catalog.refresh();
     }
     // Not awaited: the entry joins the next auto-pipelined write; the call does not wait for it.
     d.audit.call(caller, call.id, call.name, { decision: admission.modified ? 'modified' : 'approved', tier: definition.tier });
@@ -219,16 +263,17 @@ export class CallService {
    * call to the back of its queue, so only calls queued longer than
    * {@link READOPT_AFTER_MS} are taken over.
    */
-  async #readopt(existing: CallRecord, call: ToolCall, definition: ToolDefinition, lane: string, log: Pick<Logger, 'info' | 'error'>): Promise<void> {
+  async #readopt(existing: CallRecord, call: ToolCall, lane: string, log: Pick<Logger, 'info' | 'error'>): Promise<void> {
     const d = this.d;
     const previous = existing.envelope;
     if (existing.status !== 'queued' || existing.lane !== lane || previous === undefined || Date.now() - (existing.createdAt ?? Date.now()) < READOPT_AFTER_MS) return;
-    if (previous.call.name !== call.name || stableStringify(previous.call.arguments) !== stableStringify(call.arguments)) return;
+    const route = d.router.route(call.name);
+    if (route === undefined) return;
     const { sig: _old, ...unsigned } = previous;
     const envelope = d.signer.sign({ ...unsigned, token: randomUUID() }) as CallEnvelope & { token: string };
     try {
       if (!(await d.store.adopt(lane, call.id, envelope))) return;
-      await d.queues.enqueueRecorded(envelope, definition);
+      await d.queues.enqueueRecorded(envelope, route.queue);
       log.info({ queuedForMs: Date.now() - (existing.createdAt ?? 0) }, 'resubmitted call was still queued; enqueued it again under a new token');
     } catch (err) {
       // The resubmission is answered either way; a failed take-over leaves the call as it was.

@@ -8,7 +8,9 @@ import {
   envelopeForgery,
   ForgedCallError,
   ResourceLimitError,
+  ConfigInvalidError,
   errorResult,
+  keyCheck,
   ExpiredError,
   fleetKeys,
   type FleetError,
@@ -17,6 +19,7 @@ import {
   isRetryable,
   ProgressThrottle,
   laneOf,
+  packQueueName,
   queueName,
   runExecutor,
   type Tier,
@@ -28,7 +31,7 @@ import {
   type RedisTarget,
   WorkerLostError,
 } from '@forge-fleet/shared';
-import { Catalog, CallStore, closeRedis, connectRedis, openQueue, RedisAuditLogger, type RedisConnection, RedisRiskSignalQueue, ReplyPublisher } from '@forge-fleet/store';
+import { Catalog, CallStore, closeRedis, connectRedis, KeyChecks, openQueue, packOf, RedisAuditLogger, type RedisConnection, RedisRiskSignalQueue, ReplyPublisher } from '@forge-fleet/store';
 import { type FleetMetrics, MeteredAuditLogger, type ToolTracer } from '@forge-fleet/telemetry';
 import { type Job, type Queue, UnrecoverableError, Worker } from 'bullmq';
 import type { Logger } from 'pino';
@@ -43,9 +46,13 @@ export interface WorkerPoolOptions {
   readonly pool?: string | undefined;
   /** The tools this pool serves (already filtered to its tier and pool). */
   readonly tools: readonly Tool[];
+  /** Names its tool pack (`--pack`), so its queue name is known in advance. @defaultValue a hash of its tools */
+  readonly pack?: string | undefined;
   readonly concurrency: number;
   readonly lockDurationMs: number;
   readonly leaseMs: number;
+  /** How long start waits for a dispatcher to publish the lane's key check before it goes on unverified. @defaultValue 3000 */
+  readonly keyCheckWaitMs?: number | undefined;
   readonly shutdownGraceMs: number;
   readonly retentionMs: number;
   /** Runs of a retryable tool in all, stalls included. */
@@ -63,6 +70,8 @@ export interface WorkerPoolOptions {
   readonly metrics?: FleetMetrics | undefined;
   /** Wraps each run in its `execute_tool` span; undefined while tracing is off (see ToolTracer.of). */
   readonly tracer?: ToolTracer | undefined;
+  /** Told when the pool finds after start that it must not go on (its call key proved wrong); the process should stop and exit. */
+  readonly onFatal?: ((error: unknown) => void) | undefined;
   readonly log: Logger;
 }
 
@@ -124,7 +133,10 @@ class ActiveRun {
  */
 export class WorkerPool {
   readonly id: string;
+  /** Its tool pack's queue: only workers serving exactly these tools (and definitions) take calls from it. */
   readonly queue: string;
+  /** The lane's queue name: what its calls' signing key derives from (and what error messages name). */
+  readonly laneQueue: string;
   /** The key space of this pool's calls (records, reply lists, cancel channel): its Redis user may touch no other. */
   readonly lane: string;
   readonly #o: WorkerPoolOptions;
@@ -151,11 +163,15 @@ export class WorkerPool {
   /** Moving average of calls per job, to size how many jobs fill the spare slots. */
   #callsPerJob = 1;
   #stopping = false;
+  /** Set once the lane's published key check matched this worker's call key (see #verifyKey). */
+  #keyVerified = false;
+  #keyChecks: KeyChecks | undefined;
 
   constructor(options: WorkerPoolOptions) {
     this.#o = options;
     this.id = options.id ?? `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
-    this.queue = queueName(options.prefix, options.tier, options.pool);
+    this.laneQueue = queueName(options.prefix, options.tier, options.pool);
+    this.queue = packQueueName(this.laneQueue, packOf(options.tools.map((t) => t.definition), options.pack).id);
     this.#tools = new Map(options.tools.map((t) => [t.definition.name, t]));
     this.#keys = fleetKeys(options.prefix);
     this.lane = laneOf(options.tier, options.pool);
@@ -177,10 +193,14 @@ export class WorkerPool {
     // Every outcome this worker decides is audited: outcomes are counted there (see MeteredAuditLogger).
     this.#audit = o.metrics === undefined ? audit : new MeteredAuditLogger(audit, o.metrics);
     this.#risk = new RedisRiskSignalQueue(this.#redis, this.#keys, (err) => o.log.error({ err }, 'risk signal write failed'));
+    this.#keyChecks = new KeyChecks(this.#redis, this.#keys);
+    // Before anything is announced: a worker whose key cannot verify its lane's calls must never take one.
+    await this.#verifyKey(o.keyCheckWaitMs ?? 3000);
     const definitions = [...this.#tools.values()].map((t) => t.definition);
-    await this.#catalog.announce(this.lane, this.id, definitions, o.leaseMs);
+    await this.#catalog.announce(this.lane, this.id, definitions, o.leaseMs, { pack: o.pack });
     this.#leaseTimer = setInterval(() => {
-      this.#catalog?.announce(this.lane, this.id, definitions, o.leaseMs).catch((err: unknown) => o.log.error({ err }, 'catalog lease renewal failed'));
+      this.#catalog?.announce(this.lane, this.id, definitions, o.leaseMs, { pack: o.pack }).catch((err: unknown) => o.log.error({ err }, 'catalog lease renewal failed'));
+      if (!this.#keyVerified) this.#verifyKey(0).catch((err: unknown) => this.#wrongKey(err));
     }, Math.max(100, Math.floor(o.leaseMs / 3)));
 
     // Cancellation is rare: one broadcast channel heard by every worker is enough.
@@ -205,8 +225,47 @@ export class WorkerPool {
     this.#worker.on('error', (err) => o.log.error({ err }, 'worker error'));
     await this.#worker.waitUntilReady();
     // Tell dispatchers now rather than at their next periodic catalog read.
-    await this.#catalog.announce(this.lane, this.id, definitions, o.leaseMs, { notify: true });
+    await this.#catalog.announce(this.lane, this.id, definitions, o.leaseMs, { notify: true, pack: o.pack });
     o.log.info({ queue: this.queue, tools: definitions.map((d) => d.name), workerId: this.id, concurrency: o.concurrency }, 'worker pool ready');
+  }
+
+  /**
+   * Compares the key check the dispatchers publish for this lane with this
+   * worker's call key. Waits up to `waitMs` for one to appear (asking the
+   * dispatchers for it); with none published (no dispatcher has run yet), the
+   * worker starts unverified and checks again on every lease renewal and
+   * before each job, so it still never runs a call under a wrong key.
+   * @throws ConfigInvalidError naming FORGE_CALL_KEY when the key is not this lane's.
+   */
+  async #verifyKey(waitMs: number): Promise<void> {
+    const checks = this.#keyChecks!;
+    const mine = keyCheck(this.#o.callKey);
+    let published = await checks.read(this.lane);
+    if (published === undefined && waitMs > 0) {
+      await checks.request(this.lane, this.id);
+      const until = Date.now() + waitMs;
+      while (published === undefined && Date.now() < until) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        published = await checks.read(this.lane);
+      }
+      if (published === undefined) this.#o.log.warn({ lane: this.lane }, 'no dispatcher has published this lane\'s key check yet; FORGE_CALL_KEY is checked again before the first call runs');
+    }
+    if (published === undefined) return;
+    if (published !== mine) {
+      const pool = this.#o.pool === undefined ? '' : ` --pool ${this.#o.pool}`;
+      throw new ConfigInvalidError('FORGE_CALL_KEY', [
+        `it is not the key of the ${this.lane} queue (--tier ${this.#o.tier}${pool}): the dispatchers sign this queue's calls with another key, so every call would be refused as forged`,
+        `make the right one with \`forge keys worker-key --secret <the dispatchers' signing.secret> --tier ${this.#o.tier}${pool}\`, or start the worker with the --tier/--pool its key was made for`,
+      ]);
+    }
+    this.#keyVerified = true;
+  }
+
+  /** A key found wrong after start (no dispatcher had published a check then): stop taking calls and exit. */
+  #wrongKey(err: unknown): void {
+    if (this.#stopping) return;
+    this.#o.log.fatal({ err }, 'this worker\'s FORGE_CALL_KEY is not its lane\'s; stopping');
+    this.#o.onFatal?.(err);
   }
 
   /**
@@ -243,11 +302,11 @@ export class WorkerPool {
     this.#stopping = true;
     const o = this.#o;
     clearInterval(this.#leaseTimer);
-    await this.#catalog?.withdraw(this.lane, this.id, [...this.#tools.keys()]).catch(() => undefined);
+    await this.#catalog?.withdraw(this.lane, this.id, [...this.#tools.values()].map((t) => t.definition), o.pack).catch(() => undefined);
     const closing = this.#worker?.close();
     const grace = setTimeout(() => {
       if (this.#active.size > 0) o.log.warn({ active: this.#active.size }, 'grace period over: aborting active calls');
-      for (const run of this.#active.values()) run.stop(new WorkerLostError('call', 'the worker shut down'));
+      for (const run of this.#active.values()) run.stop(new WorkerLostError('call', 'shutdown'));
     }, o.shutdownGraceMs);
     await closing;
     clearTimeout(grace);
@@ -346,6 +405,16 @@ export class WorkerPool {
     if (envelopes.length === 0) {
       this.#o.log.error({ jobId: job.id, name: job.name }, 'job is neither a call envelope nor a batch; dropped');
       throw new UnrecoverableError('invalid call envelope');
+    }
+    if (!this.#keyVerified) {
+      try {
+        await this.#verifyKey(0);
+      } catch (err) {
+        // Not ours to run: hand the calls back to the queue for the pack's other workers, then stop.
+        await this.#retryQueue().add(job.name, job.data, { removeOnComplete: true, removeOnFail: { age: 24 * 3600 } });
+        this.#wrongKey(err);
+        return;
+      }
     }
     // The job's signal (BullMQ's cancelJob) reaches its calls through one listener, not one per call:
     // adding and removing an EventTarget listener per call was measurable on the hot path.
@@ -453,9 +522,14 @@ export class WorkerPool {
           log.info({ starts }, 'call redelivered to the worker still running it; the running one answers');
           return;
         }
-        if (!definition.retryable || starts > this.#o.retryAttempts) {
-          await this.#fail(envelope, new WorkerLostError(call.name, `its worker stopped answering (lock expired) during run ${starts - 1}`));
+        if (!definition.retryable) {
+          await this.#fail(envelope, new WorkerLostError(call.name, 'lock_expired', { detail: `during run ${starts - 1}` }));
           log.warn({ starts }, 'call lost with its worker; not run again');
+          return;
+        }
+        if (starts > this.#o.retryAttempts) {
+          await this.#fail(envelope, new WorkerLostError(call.name, 'retries_exhausted', { attempts: starts - 1, detail: 'its worker stopped answering (lock expired)' }));
+          log.warn({ starts }, 'call lost with its worker; retry limit reached');
           return;
         }
         log.warn({ starts }, 'call lost with its worker; running it again (retryable)');
@@ -509,12 +583,15 @@ export class WorkerPool {
         } catch (err) {
           // No retry job, no retry: end the call with what its last run gave rather than leave it queued forever.
           log.error({ err }, 'could not enqueue the retry; ending the call with its last result');
-          await this.#store!.finish(this.lane, call.id, 'failed', result, { onlyFrom: 'queued' });
+          await this.#finish(envelope, 'failed', result, 'queued');
           return;
         }
       }
       if (lostToShutdown) {
-        await this.#fail(envelope, new WorkerLostError(call.name, 'the worker shut down before the call finished'));
+        const lost = definition.retryable
+          ? new WorkerLostError(call.name, 'retries_exhausted', { attempts: starts, detail: 'the worker shut down before the call finished' })
+          : new WorkerLostError(call.name, 'shutdown');
+        await this.#fail(envelope, lost);
         log.warn({ ms }, 'call aborted by shutdown');
         return;
       }

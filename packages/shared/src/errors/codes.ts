@@ -1,148 +1,92 @@
+/** The facts of one error code: every consumer reads them from {@link ERROR_TABLE}, none restates them. */
+export interface ErrorCodeFacts {
+  /** The HTTP status an answer carrying this code has. */
+  readonly status: number;
+  /**
+   * Whether a failure of this kind may succeed when tried again. This says
+   * nothing about whether it is *safe* to try again: that is the tool's own
+   * `retryable` flag. A call is retried only when both agree.
+   */
+  readonly retryable: boolean;
+}
+
 /**
- * The closed, growing catalogue of error codes. A code is part of the public
- * contract: it is never renamed or reused, only added. Each one is documented in
+ * The closed, growing catalogue of error codes, one row per code: this is the
+ * only place a code is declared. A code is part of the public contract: it is
+ * never renamed or reused, only added (append new rows at the end, so
+ * {@link ERROR_CODES} keeps its order). Each one is documented in
  * `docs/errors.md`; a unit test keeps the two in step.
  */
-export const ErrorCode = {
-  TOOL_NOT_FOUND: 'TOOL_NOT_FOUND',
-  SCHEMA_VALIDATION: 'SCHEMA_VALIDATION',
-  APPROVAL_DENIED: 'APPROVAL_DENIED',
-  APPROVAL_PENDING: 'APPROVAL_PENDING',
-  EXECUTION_FAILED: 'EXECUTION_FAILED',
-  EXECUTION_TIMEOUT: 'EXECUTION_TIMEOUT',
-  CANCELLED: 'CANCELLED',
-  OUTPUT_VALIDATION: 'OUTPUT_VALIDATION',
-  INVALID_TIER: 'INVALID_TIER',
-  REGISTRY_ERROR: 'REGISTRY_ERROR',
-  OUT_OF_SCOPE: 'OUT_OF_SCOPE',
-  INVALID_DEFINITION: 'INVALID_DEFINITION',
-  MALFORMED_TOOL_BLOCK: 'MALFORMED_TOOL_BLOCK',
-  CONFIG_INVALID: 'CONFIG_INVALID',
-  INTERNAL: 'INTERNAL',
-  BAD_REQUEST: 'BAD_REQUEST',
-  UNAUTHENTICATED: 'UNAUTHENTICATED',
-  NO_WORKER: 'NO_WORKER',
-  CALL_NOT_FOUND: 'CALL_NOT_FOUND',
-  PAYLOAD_TOO_LARGE: 'PAYLOAD_TOO_LARGE',
-  EXPIRED: 'EXPIRED',
-  WORKER_LOST: 'WORKER_LOST',
-  ROUTE_NOT_FOUND: 'ROUTE_NOT_FOUND',
-  WAIT_TIMEOUT: 'WAIT_TIMEOUT',
-  FORGED_CALL: 'FORGED_CALL',
-  FORBIDDEN: 'FORBIDDEN',
-  RESOURCE_LIMIT: 'RESOURCE_LIMIT',
-  NOT_AWAITING_APPROVAL: 'NOT_AWAITING_APPROVAL',
-  NOT_SPECULATABLE: 'NOT_SPECULATABLE',
-  UNAVAILABLE: 'UNAVAILABLE',
-} as const;
-export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
+export const ERROR_TABLE = freezeRows({
+  TOOL_NOT_FOUND: { status: 404, retryable: false },
+  SCHEMA_VALIDATION: { status: 422, retryable: false },
+  APPROVAL_DENIED: { status: 403, retryable: false },
+  APPROVAL_PENDING: { status: 202, retryable: false },
+  EXECUTION_FAILED: { status: 502, retryable: true },
+  EXECUTION_TIMEOUT: { status: 504, retryable: true },
+  CANCELLED: { status: 409, retryable: false },
+  OUTPUT_VALIDATION: { status: 502, retryable: false },
+  INVALID_TIER: { status: 400, retryable: false },
+  REGISTRY_ERROR: { status: 409, retryable: false },
+  OUT_OF_SCOPE: { status: 403, retryable: false },
+  INVALID_DEFINITION: { status: 400, retryable: false },
+  MALFORMED_TOOL_BLOCK: { status: 400, retryable: false },
+  CONFIG_INVALID: { status: 500, retryable: false },
+  INTERNAL: { status: 500, retryable: true },
+  BAD_REQUEST: { status: 400, retryable: false },
+  UNAUTHENTICATED: { status: 401, retryable: false },
+  NO_WORKER: { status: 503, retryable: true },
+  CALL_NOT_FOUND: { status: 404, retryable: false },
+  PAYLOAD_TOO_LARGE: { status: 413, retryable: false },
+  EXPIRED: { status: 410, retryable: false },
+  WORKER_LOST: { status: 502, retryable: true },
+  ROUTE_NOT_FOUND: { status: 404, retryable: false },
+  // The caller stopped waiting; the call goes on, so waiting again may well see it end.
+  WAIT_TIMEOUT: { status: 408, retryable: true },
+  FORGED_CALL: { status: 502, retryable: false },
+  FORBIDDEN: { status: 403, retryable: false },
+  RESOURCE_LIMIT: { status: 502, retryable: false },
+  NOT_AWAITING_APPROVAL: { status: 409, retryable: false },
+  NOT_SPECULATABLE: { status: 422, retryable: false },
+  UNAVAILABLE: { status: 503, retryable: true },
+  // Sending the same conflicting submission again meets the same recorded call.
+  IDEMPOTENCY_CONFLICT: { status: 409, retryable: false },
+} as const satisfies Record<string, ErrorCodeFacts>);
+
+/** A stable error code: a key of {@link ERROR_TABLE}. */
+export type ErrorCode = keyof typeof ERROR_TABLE;
+
+/** Every code by name (`ErrorCode.TOOL_NOT_FOUND === 'TOOL_NOT_FOUND'`), derived from {@link ERROR_TABLE}. */
+export const ErrorCode = Object.freeze(Object.fromEntries(Object.keys(ERROR_TABLE).map((code) => [code, code]))) as {
+  readonly [C in ErrorCode]: C;
+};
 
 /** Every code, in declaration order. */
-export const ERROR_CODES: readonly ErrorCode[] = Object.freeze(Object.values(ErrorCode));
+export const ERROR_CODES: readonly ErrorCode[] = Object.freeze(Object.keys(ERROR_TABLE) as ErrorCode[]);
 
 /** Narrows an unknown string to a known code (codes from a newer peer are not known). */
 export function isErrorCode(value: unknown): value is ErrorCode {
-  return typeof value === 'string' && (ERROR_CODES as readonly string[]).includes(value);
+  return typeof value === 'string' && Object.hasOwn(ERROR_TABLE, value);
 }
 
-function assertNever(value: never): never {
-  throw new Error(`unhandled error code: ${String(value)}`);
+/** The row of a code; a value that is no code (a cast gone wrong) fails loudly rather than reading as "not retryable". */
+function factsOf(code: ErrorCode): ErrorCodeFacts {
+  if (!isErrorCode(code)) throw new Error(`unknown error code: ${String(code)}`);
+  return ERROR_TABLE[code];
 }
 
-/**
- * Whether a failure of this kind may succeed when tried again. This says nothing
- * about whether it is *safe* to try again: that is the tool's own `retryable`
- * flag. A call is retried only when both agree.
- */
+/** Whether a failure of this kind may succeed when tried again (see {@link ErrorCodeFacts.retryable}). */
 export function isRetryable(code: ErrorCode): boolean {
-  switch (code) {
-    case ErrorCode.EXECUTION_FAILED:
-    case ErrorCode.EXECUTION_TIMEOUT:
-    case ErrorCode.INTERNAL:
-    case ErrorCode.NO_WORKER:
-    case ErrorCode.WORKER_LOST:
-    case ErrorCode.UNAVAILABLE:
-      return true;
-    case ErrorCode.TOOL_NOT_FOUND:
-    case ErrorCode.SCHEMA_VALIDATION:
-    case ErrorCode.APPROVAL_DENIED:
-    case ErrorCode.APPROVAL_PENDING:
-    case ErrorCode.CANCELLED:
-    case ErrorCode.OUTPUT_VALIDATION:
-    case ErrorCode.INVALID_TIER:
-    case ErrorCode.REGISTRY_ERROR:
-    case ErrorCode.OUT_OF_SCOPE:
-    case ErrorCode.INVALID_DEFINITION:
-    case ErrorCode.MALFORMED_TOOL_BLOCK:
-    case ErrorCode.CONFIG_INVALID:
-    case ErrorCode.BAD_REQUEST:
-    case ErrorCode.UNAUTHENTICATED:
-    case ErrorCode.CALL_NOT_FOUND:
-    case ErrorCode.PAYLOAD_TOO_LARGE:
-    case ErrorCode.EXPIRED:
-    case ErrorCode.ROUTE_NOT_FOUND:
-    case ErrorCode.FORGED_CALL:
-    case ErrorCode.FORBIDDEN:
-    case ErrorCode.RESOURCE_LIMIT:
-    case ErrorCode.NOT_AWAITING_APPROVAL:
-    case ErrorCode.NOT_SPECULATABLE:
-      return false;
-    case ErrorCode.WAIT_TIMEOUT:
-      return true;
-    default:
-      return assertNever(code);
-  }
+  return factsOf(code).retryable;
 }
 
 /** The HTTP status a code maps to when it answers a request. */
 export function httpStatusFor(code: ErrorCode): number {
-  switch (code) {
-    case ErrorCode.TOOL_NOT_FOUND:
-    case ErrorCode.CALL_NOT_FOUND:
-    case ErrorCode.ROUTE_NOT_FOUND:
-      return 404;
-    case ErrorCode.BAD_REQUEST:
-      return 400;
-    case ErrorCode.UNAUTHENTICATED:
-      return 401;
-    case ErrorCode.PAYLOAD_TOO_LARGE:
-      return 413;
-    case ErrorCode.NO_WORKER:
-    case ErrorCode.UNAVAILABLE:
-      return 503;
-    case ErrorCode.EXPIRED:
-      return 410;
-    case ErrorCode.WAIT_TIMEOUT:
-      return 408;
-    case ErrorCode.SCHEMA_VALIDATION:
-    case ErrorCode.NOT_SPECULATABLE:
-      return 422;
-    case ErrorCode.APPROVAL_DENIED:
-    case ErrorCode.OUT_OF_SCOPE:
-    case ErrorCode.FORBIDDEN:
-      return 403;
-    case ErrorCode.APPROVAL_PENDING:
-      return 202;
-    case ErrorCode.REGISTRY_ERROR:
-    case ErrorCode.CANCELLED:
-    case ErrorCode.NOT_AWAITING_APPROVAL:
-      return 409;
-    case ErrorCode.INVALID_TIER:
-    case ErrorCode.INVALID_DEFINITION:
-    case ErrorCode.MALFORMED_TOOL_BLOCK:
-      return 400;
-    case ErrorCode.EXECUTION_FAILED:
-    case ErrorCode.OUTPUT_VALIDATION:
-    case ErrorCode.WORKER_LOST:
-    case ErrorCode.FORGED_CALL:
-    case ErrorCode.RESOURCE_LIMIT:
-      return 502;
-    case ErrorCode.EXECUTION_TIMEOUT:
-      return 504;
-    case ErrorCode.CONFIG_INVALID:
-    case ErrorCode.INTERNAL:
-      return 500;
-    default:
-      return assertNever(code);
-  }
+  return factsOf(code).status;
+}
+
+/** Freezes the table and each of its rows: a code's facts cannot be changed at run time. */
+function freezeRows<const T extends Readonly<Record<string, ErrorCodeFacts>>>(rows: T): T {
+  for (const row of Object.values(rows)) Object.freeze(row);
+  return Object.freeze(rows);
 }

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { ERROR_CODES, ErrorCode, httpStatusFor, isErrorCode, isRetryable } from './codes.js';
+import { ERROR_CODES, ERROR_TABLE, ErrorCode, httpStatusFor, isErrorCode, isRetryable } from './codes.js';
 import {
   BadRequestError,
   CallNotFoundError,
@@ -9,6 +9,7 @@ import {
   PayloadTooLargeError,
   UnauthenticatedError,
   WorkerLostError,
+  IdempotencyConflictError,
   RouteNotFoundError,
   WaitTimeoutError,
   ApprovalDeniedError,
@@ -36,6 +37,8 @@ import {
 import { type FleetError, isFleetError } from './fleet-error.js';
 import { fromWireError, toWireError, WireError } from './wire.js';
 
+const errorsDoc = (): string => readFileSync(new URL('../../../../docs/errors.md', import.meta.url), 'utf8');
+
 /** One instance of every concrete error class, keyed by the code it must carry. */
 const samples: Record<Exclude<ErrorCode, never>, FleetError> = {
   TOOL_NOT_FOUND: new ToolNotFoundError('get_weather'),
@@ -59,7 +62,7 @@ const samples: Record<Exclude<ErrorCode, never>, FleetError> = {
   CALL_NOT_FOUND: new CallNotFoundError('c-1'),
   PAYLOAD_TOO_LARGE: new PayloadTooLargeError(1024),
   EXPIRED: new ExpiredError('slow', 0),
-  WORKER_LOST: new WorkerLostError('pay', 'lock expired'),
+  WORKER_LOST: new WorkerLostError('pay', 'lock_expired'),
   ROUTE_NOT_FOUND: new RouteNotFoundError('GET', '/nope'),
   WAIT_TIMEOUT: new WaitTimeoutError('c-1', 100, 'running'),
   FORGED_CALL: new ForgedCallError('pay', 'it carries no dispatcher signature'),
@@ -68,6 +71,7 @@ const samples: Record<Exclude<ErrorCode, never>, FleetError> = {
   NOT_AWAITING_APPROVAL: new NotAwaitingApprovalError('c-1', 'completed', 'it was decided already'),
   NOT_SPECULATABLE: new NotSpeculatableError('pay', 'it is not flagged speculatable'),
   UNAVAILABLE: new UnavailableError('connection refused'),
+  IDEMPOTENCY_CONFLICT: new IdempotencyConflictError('c-1', 'arguments'),
 };
 
 describe('error codes', () => {
@@ -77,9 +81,39 @@ describe('error codes', () => {
   });
 
   it('are each documented in docs/errors.md, and the doc names no other code', () => {
-    const doc = readFileSync(new URL('../../../../docs/errors.md', import.meta.url), 'utf8');
-    const documented = [...doc.matchAll(/^## `([A-Z_]+)`/gm)].map((m) => m[1]);
+    const documented = [...errorsDoc().matchAll(/^## `([A-Z_]+)`/gm)].map((m) => m[1]);
     expect([...documented].sort()).toEqual([...ERROR_CODES].sort());
+  });
+
+  it('are each documented with the HTTP status and retryability of their table row', () => {
+    const sections = [...errorsDoc().matchAll(/^## `([A-Z_]+)`\n(HTTP (\d{3}) · (not retryable|retryable))?/gm)];
+    expect(sections).toHaveLength(ERROR_CODES.length);
+    for (const [, code, line, status, retryable] of sections) {
+      expect(line, `${code}: first line must be "HTTP <status> · retryable" or "… · not retryable"`).toBeDefined();
+      expect({ code, status: Number(status), retryable: retryable === 'retryable' }).toEqual({ code, ...ERROR_TABLE[code as ErrorCode] });
+    }
+  });
+
+  it('each have one table row, from which ErrorCode and ERROR_CODES derive', () => {
+    expect(ERROR_CODES).toEqual(Object.keys(ERROR_TABLE));
+    expect(Object.keys(ErrorCode)).toEqual(Object.keys(ERROR_TABLE));
+    for (const code of ERROR_CODES) {
+      const row = ERROR_TABLE[code];
+      expect(Object.keys(row).sort(), code).toEqual(['retryable', 'status']);
+      expect(Number.isInteger(row.status) && row.status >= 200 && row.status <= 599, `${code}: status ${row.status}`).toBe(true);
+      expect(typeof row.retryable, code).toBe('boolean');
+    }
+  });
+
+  it('isRetryable and httpStatusFor read the table, and refuse a value that is no code', () => {
+    for (const code of ERROR_CODES) {
+      expect(isRetryable(code), code).toBe(ERROR_TABLE[code].retryable);
+      expect(httpStatusFor(code), code).toBe(ERROR_TABLE[code].status);
+      expect(samples[code].retryable, code).toBe(ERROR_TABLE[code].retryable);
+    }
+    expect(() => isRetryable('NOPE' as ErrorCode)).toThrow(/unknown error code: NOPE/);
+    expect(() => httpStatusFor('toString' as ErrorCode)).toThrow(/unknown error code/);
+    expect(Object.isFrozen(ERROR_TABLE) && Object.isFrozen(ERROR_TABLE.TOOL_NOT_FOUND) && Object.isFrozen(ErrorCode)).toBe(true);
   });
 
   it('each error class carries the code it stands for', () => {
@@ -118,11 +152,61 @@ describe('error codes', () => {
     expect(isFleetError(null)).toBe(false);
     expect(isErrorCode('TOOL_NOT_FOUND')).toBe(true);
     expect(isErrorCode('NOPE')).toBe(false);
+    expect(isErrorCode('constructor')).toBe(false);
+  });
+
+  it('IDEMPOTENCY_CONFLICT is a 409, not retryable, and says what to fix', () => {
+    expect(httpStatusFor(ErrorCode.IDEMPOTENCY_CONFLICT)).toBe(409);
+    expect(isRetryable(ErrorCode.IDEMPOTENCY_CONFLICT)).toBe(false);
+    const tool = new IdempotencyConflictError('c-7', 'tool');
+    expect(tool.message).toBe("call id 'c-7' was already submitted with another tool; reuse an id only to resubmit the same call, or submit with a new id");
+    expect(tool.details).toEqual({ callId: 'c-7', differs: 'tool' });
+    expect(new IdempotencyConflictError('c-7', 'arguments').message).toContain("call id 'c-7' was already submitted with other arguments;");
+    expect(tool.httpStatus).toBe(409);
   });
 
   it('keeps the cause', () => {
     const cause = new Error('socket closed');
     expect(new ExecutionFailedError('x', 'io', { cause }).cause).toBe(cause);
+  });
+});
+
+describe('WorkerLostError', () => {
+  const check = 'check whether it took effect before calling it again';
+
+  it('lock_expired: its worker stopped answering, and the tool is not retryable', () => {
+    const error = new WorkerLostError('pay', 'lock_expired', { detail: 'during run 1' });
+    expect(error.message).toBe(`the worker running tool 'pay' stopped answering and the call's lock expired (during run 1); the tool is not flagged retryable, so the call was not run again — ${check}`);
+    expect(error.reason).toBe('lock_expired');
+    expect(error.details).toEqual({ toolName: 'pay', reason: 'lock_expired', detail: 'during run 1' });
+  });
+
+  it('shutdown: its worker shut down before the call finished', () => {
+    const error = new WorkerLostError('pay', 'shutdown');
+    expect(error.message).toBe(`the worker running tool 'pay' shut down before the call finished; the tool is not flagged retryable, so the call was not run again — ${check}`);
+    expect(error.details).toEqual({ toolName: 'pay', reason: 'shutdown' });
+  });
+
+  it('retries_exhausted: counts the runs, names the limit, and does not call the tool non-retryable', () => {
+    const error = new WorkerLostError('pay', 'retries_exhausted', { attempts: 3, detail: 'lock expired' });
+    expect(error.message).toBe(
+      `the call to tool 'pay' was lost with its worker on its last run (lock expired); it has been run 3 times, as many as the retry limit FORGE_RETRY_ATTEMPTS allows, so it was not run again — ${check}, or raise FORGE_RETRY_ATTEMPTS`,
+    );
+    expect(error.message).not.toMatch(/not flagged retryable/);
+    expect(error.details).toEqual({ toolName: 'pay', reason: 'retries_exhausted', attempts: 3, detail: 'lock expired' });
+    expect(new WorkerLostError('pay', 'retries_exhausted', { attempts: 1 }).message).toContain('run 1 time, as many as');
+  });
+
+  it('the reason survives the wire', () => {
+    const back = fromWireError(toWireError(new WorkerLostError('pay', 'shutdown')));
+    expect(back).toMatchObject({ code: 'WORKER_LOST', details: { reason: 'shutdown' } });
+  });
+
+  it('still takes the deprecated free-text reason, without claiming why the call was not run again', () => {
+    const error = new WorkerLostError('pay', 'the worker shut down');
+    expect(error.message).toBe(`the worker running tool 'pay' was lost (the worker shut down) and the call was not run again; ${check}`);
+    expect(error.reason).toBeUndefined();
+    expect(error.details).toEqual({ toolName: 'pay', reason: 'the worker shut down' });
   });
 });
 

@@ -295,17 +295,81 @@ export class ExpiredError extends FleetError {
   }
 }
 
-/** The worker running the call died or shut down before the call finished. */
+/**
+ * How a call was lost with its worker, which is also why it is not run again:
+ * - `lock_expired`: its worker stopped answering (died, or was cut off from
+ *   Redis) and the call's lock expired; the tool is not flagged `retryable`.
+ * - `shutdown`: its worker shut down, past its grace period, before the call
+ *   finished; the tool is not flagged `retryable`.
+ * - `retries_exhausted`: the tool is `retryable`, but the call has had all the
+ *   runs `FORGE_RETRY_ATTEMPTS` allows, and the last one was lost with its worker.
+ */
+export type WorkerLossReason = 'lock_expired' | 'shutdown' | 'retries_exhausted';
+
+const WORKER_LOSS_REASONS: ReadonlySet<string> = new Set<WorkerLossReason>(['lock_expired', 'shutdown', 'retries_exhausted']);
+
+/** What a {@link WorkerLostError} may say besides its reason. */
+export interface WorkerLostOptions {
+  /** Free text for people (which run, what the worker saw); kept as `details.detail`. */
+  readonly detail?: string;
+  /** Runs the call has had, the lost one included; kept as `details.attempts`. Required for `retries_exhausted`. */
+  readonly attempts?: number;
+}
+
+/**
+ * The worker running the call was lost before the call finished, and the call
+ * ends without another run: whether it took effect is unknown.
+ * `details.reason` is its {@link WorkerLossReason}.
+ */
 export class WorkerLostError extends FleetError {
   readonly code = ErrorCode.WORKER_LOST;
+  /** How the call was lost; `undefined` only when built with the deprecated free-text form. */
+  readonly reason: WorkerLossReason | undefined;
+  constructor(toolName: string, reason: 'lock_expired' | 'shutdown', options?: WorkerLostOptions);
+  constructor(toolName: string, reason: 'retries_exhausted', options: WorkerLostOptions & { readonly attempts: number });
+  /**
+   * @deprecated Pass a {@link WorkerLossReason}, with the text as `options.detail`:
+   * this form cannot say why the call was not run again.
+   */
+  constructor(toolName: string, reason: string);
   constructor(
     readonly toolName: string,
     reason: string,
+    options: WorkerLostOptions = {},
   ) {
+    const { detail, attempts } = options;
+    const typed = isWorkerLossReason(reason);
     super(
-      `the worker running tool '${toolName}' was lost (${reason}); the tool is not flagged retryable, so it was not run again — check whether it took effect before calling it again`,
-      { toolName, reason },
+      typed
+        ? workerLostMessage(toolName, reason, detail, attempts)
+        : `the worker running tool '${toolName}' was lost (${reason}) and the call was not run again; check whether it took effect before calling it again`,
+      {
+        toolName,
+        reason,
+        ...(detail === undefined ? {} : { detail }),
+        ...(attempts === undefined ? {} : { attempts }),
+      },
     );
+    this.reason = typed ? reason : undefined;
+  }
+}
+
+function isWorkerLossReason(value: string): value is WorkerLossReason {
+  return WORKER_LOSS_REASONS.has(value);
+}
+
+function workerLostMessage(toolName: string, reason: WorkerLossReason, detail: string | undefined, attempts: number | undefined): string {
+  const aside = detail === undefined ? '' : ` (${detail})`;
+  const check = 'check whether it took effect before calling it again';
+  switch (reason) {
+    case 'lock_expired':
+      return `the worker running tool '${toolName}' stopped answering and the call's lock expired${aside}; the tool is not flagged retryable, so the call was not run again — ${check}`;
+    case 'shutdown':
+      return `the worker running tool '${toolName}' shut down before the call finished${aside}; the tool is not flagged retryable, so the call was not run again — ${check}`;
+    case 'retries_exhausted': {
+      const runs = attempts === undefined ? 'as many times' : `${attempts} time${attempts === 1 ? '' : 's'}, as many`;
+      return `the call to tool '${toolName}' was lost with its worker on its last run${aside}; it has been run ${runs} as the retry limit FORGE_RETRY_ATTEMPTS allows, so it was not run again — ${check}, or raise FORGE_RETRY_ATTEMPTS`;
+    }
   }
 }
 
@@ -395,6 +459,33 @@ export class NotAwaitingApprovalError extends FleetError {
     why: string,
   ) {
     super(`call '${callId}' is not waiting for approval (status: ${status}): ${why}; decisions apply only to calls listed by GET /v1/approvals`, { callId, status });
+  }
+}
+
+/** What differs between a resubmitted call and the call already recorded under its id. */
+export type IdempotencyConflictKind = 'tool' | 'arguments';
+
+/**
+ * A call id was resubmitted with a different tool or different arguments than
+ * the call already recorded under it. A call id names one call: resubmitting
+ * it is answered with that call, so a changed call under the same id would
+ * silently get another call's result. Nothing new runs.
+ */
+export class IdempotencyConflictError extends FleetError {
+  readonly code = ErrorCode.IDEMPOTENCY_CONFLICT;
+  /**
+   * @param callId the id that was resubmitted.
+   * @param differs what differs from the recorded call: `tool` when the tool name does (whatever the arguments), else `arguments`.
+   */
+  constructor(
+    readonly callId: string,
+    readonly differs: IdempotencyConflictKind,
+  ) {
+    const other = differs === 'tool' ? 'another tool' : 'other arguments';
+    super(
+      `call id '${callId}' was already submitted with ${other}; reuse an id only to resubmit the same call, or submit with a new id`,
+      { callId, differs },
+    );
   }
 }
 

@@ -31,6 +31,14 @@ export function laneOf(tier: Tier, pool?: string): string {
   return tier === 'host' && pool !== undefined ? `host.${pool}` : tier;
 }
 
+/**
+ * The queue of one tool pack of a lane: the lane's queue name (its hash tag, so every pack of a lane stays in
+ * the lane's Cluster slot and under its Redis user's key pattern) followed by the pack id.
+ */
+export function packQueueName(laneQueue: string, pack: string): string {
+  return `${laneQueue}.${pack}`;
+}
+
 /** Keys of the fleet's own state (BullMQ keeps its keys under `<prefix>:<queue name>:…`). */
 export function fleetKeys(prefix: string) {
   return Object.freeze({
@@ -51,6 +59,15 @@ export function fleetKeys(prefix: string) {
     catalogDefinitions: (lane: string) => `${prefix}:{${prefix}.catalog}:${lane}:definitions`,
     /** Sorted set per tool: worker id → lease expiry (epoch ms). Same slot as the definitions. */
     catalogLeases: (lane: string, tool: string) => `${prefix}:{${prefix}.catalog}:${lane}:leases:${tool}`,
+    /** Hash per lane: tool pack id → its tools and their definitions' hashes (see packages/store packs.ts). Same slot. */
+    catalogPacks: (lane: string) => `${prefix}:{${prefix}.catalog}:${lane}:packs`,
+    /** Sorted set per pack: worker id → lease expiry (epoch ms) of the workers serving that pack. Same slot. */
+    catalogPackLeases: (lane: string, pack: string) => `${prefix}:{${prefix}.catalog}:${lane}:pack-leases:${pack}`,
+    /**
+     * Hash: lane → the key-check value of that lane's call key, written by dispatchers (they hold the signing
+     * secret), read by workers at start so a worker with a wrong FORGE_CALL_KEY refuses to start. Same slot.
+     */
+    keyChecks: `${prefix}:{${prefix}.catalog}:keychecks`,
     /** Set: the lanes that have announced tools (dispatchers read each lane's definitions). Same slot. */
     catalogLanes: `${prefix}:{${prefix}.catalog}:lanes`,
     /** Sorted set: ids of calls waiting for a person, scored by their approval deadline (epoch ms). Dispatchers only. */

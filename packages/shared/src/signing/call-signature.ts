@@ -68,3 +68,14 @@ export function envelopeForgery(envelope: CallEnvelope, key: Uint8Array, queue: 
   if (now > sig.validUntil) return `its signature expired at ${new Date(sig.validUntil).toISOString()} (a replayed job)`;
   return undefined;
 }
+
+/**
+ * A value that shows which key a queue's calls are signed with, without
+ * revealing it: dispatchers publish it per lane, and a worker compares it
+ * with its own FORGE_CALL_KEY's at start, so a worker holding the wrong key
+ * (or started for another tier or pool) refuses to start instead of failing
+ * every call it takes as forged.
+ */
+export function keyCheck(key: Uint8Array): string {
+  return createHmac('sha256', key).update('forge-fleet key check v1').digest('base64url');
+}

@@ -5,7 +5,7 @@ import { Tier } from '../tiers/tier.js';
 const count = z.number().int().nonnegative();
 
 /**
- * One tier (or host pool) queue as `GET /v1/queues` reports it. Counts are
+ * One tool pack's queue of a lane (tier, or host pool) as `GET /v1/queues` reports it. Counts are
  * BullMQ jobs, not calls: calls admitted together for one queue travel as one
  * job (up to 64), so under load a job may stand for several calls.
  */
@@ -15,8 +15,12 @@ export const QueueStats = z.object({
   tier: Tier,
   /** Host pools only. */
   pool: PoolName.optional(),
-  /** The BullMQ queue name (`{<prefix>.<tier>[.<pool>]}`). */
+  /** The BullMQ queue name: the lane's (`{<prefix>.<tier>[.<pool>]}`) followed by `.<pack id>`. */
   queue: z.string(),
+  /** The tool pack whose workers take calls from this queue (workers serving exactly the same tools share one). */
+  pack: z.string().optional(),
+  /** The pack's tools, sorted by name. */
+  tools: z.array(z.string()).optional(),
   /** Jobs no worker has taken yet (BullMQ's waiting and prioritized jobs). */
   waiting: count,
   /** Jobs a worker is running. */
@@ -25,12 +29,12 @@ export const QueueStats = z.object({
   delayed: count,
   /** Failed jobs BullMQ still keeps (24 h, at most 10,000 per queue). */
   failed: count,
-  /** Distinct workers holding an unexpired lease on at least one of the lane's tools. */
+  /** Workers holding an unexpired lease on the pack. */
   workers: count,
 });
 export type QueueStats = z.infer<typeof QueueStats>;
 
-/** `GET /v1/queues` answer: every queue some worker has announced tools for, sorted by lane. */
+/** `GET /v1/queues` answer: every tool pack's queue with a live worker or jobs, sorted by lane and queue. */
 export const QueueStatsList = z.object({
   queues: z.array(QueueStats),
   /** When the counts were read (epoch ms). */
