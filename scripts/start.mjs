@@ -2,26 +2,86 @@
 // `npm start`: a local Forge Fleet for a newcomer, in one command.
 //   Redis      REDIS_URL, or a redis-server from PATH on a free port with a temp dir
 //   dispatcher http://127.0.0.1:$PORT (default 8080)
-//   workers    one per tier (platform, embedded, host) serving examples/tools.ts
-// A development API key granting every tool is generated at start-up and written,
-// with the URL, to $FORGE_STATE_DIR/dev.json (default .forge/) for `npm run demo`.
-// Ctrl-C stops everything it started.
+//   workers    one per tier and host pool that has tools: those of examples/tools.ts (unless --no-examples),
+//              and those of every module given with --tools (repeatable) or FORGE_TOOLS
+//   keys       $FORGE_STATE_DIR/keys (default .forge/keys, git-ignored): made on the first start, as
+//              `forge keys init` makes them, and reused after, so `forge token mint --key .forge/keys/token.key`
+//              mints tokens this fleet accepts and `forge keys worker-key` gives more workers their key
+// Development tokens minted from those keys are written, with the URL (and Redis's), to $FORGE_STATE_DIR/dev.json
+// for `npm run demo` and the `forge` CLI. Ctrl-C stops everything it started; so does a start that fails, which
+// says why in one line.
 import { spawn, spawnSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { createWriteStream, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { createWriteStream, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { basename, delimiter, dirname, extname, isAbsolute, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const stateDir = resolve(process.env.FORGE_STATE_DIR ?? join(root, '.forge'));
-const logDir = join(stateDir, 'logs');
-const port = Number(process.env.PORT ?? 8080);
-const host = process.env.HOST ?? '127.0.0.1';
+const EXAMPLES = join(root, 'examples', 'tools.ts');
+const USAGE = `usage: npm start -- [--tools MODULE]... [--no-examples]
+  --tools MODULE  serve this tools module too (repeatable; FORGE_TOOLS adds more, separated by "," or "${delimiter}")
+  --no-examples   serve only your modules, not examples/tools.ts
+environment: PORT (8080), HOST (127.0.0.1), REDIS_URL (default: a redis-server of its own), FORGE_STATE_DIR (.forge),
+             FORGE_PREFIX, LOG_LEVEL and the other FORGE_* settings of README.md`;
+
 const say = (line = '') => process.stdout.write(`${line}\n`);
+/** The one line a failed start ends with: control characters (newlines included) become spaces. */
+// eslint-disable-next-line no-control-regex
+const oneLine = (text) => text.replace(/[\u0000-\u001f\u007f-\u009f]+/g, ' ').trim();
 const fail = (message) => {
-  process.stderr.write(`forge start: ${message}\n`);
+  process.stderr.write(`forge start: ${oneLine(message)}\n`);
   process.exitCode = 1;
 };
+/** A wrong command line: the problem, the usage, exit 2. */
+const usageError = (message) => {
+  process.stderr.write(`forge start: ${oneLine(message)}\n\n${USAGE}\n`);
+  process.exit(2);
+};
+
+let options;
+try {
+  ({ values: options } = parseArgs({
+    options: { tools: { type: 'string', multiple: true }, 'no-examples': { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
+    strict: true,
+    allowPositionals: false,
+  }));
+} catch (error) {
+  usageError(error instanceof Error ? error.message : String(error));
+}
+if (options.help === true) {
+  say(USAGE);
+  process.exit(0);
+}
+
+const stateDir = resolve(process.env.FORGE_STATE_DIR || join(root, '.forge'));
+const logDir = join(stateDir, 'logs');
+const keysDir = join(stateDir, 'keys');
+const portText = process.env.PORT || '8080';
+const port = Number(portText);
+if (!/^\d+$/.test(portText) || port < 1 || port > 65_535) usageError(`PORT=${portText} is not a port number (1-65535)`);
+const host = process.env.HOST || '127.0.0.1';
+const prefix = process.env.FORGE_PREFIX || 'forge';
+
+/** A path as the printed commands (run from the repository) should spell it. */
+const display = (path) => {
+  const rel = relative(root, path);
+  return rel === '' || rel.startsWith('..') || isAbsolute(rel) ? path : rel;
+};
+/** A word a POSIX shell reads back as it is. */
+const sh = (word) => (/^[\w./:=@%+,-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`);
+
+// The modules to serve. npm runs scripts in the package's directory; relative paths are the caller's (INIT_CWD).
+const callerDir = process.env.INIT_CWD || process.cwd();
+const fromEnv = (process.env.FORGE_TOOLS ?? '').split(new RegExp(`[,${delimiter === ';' ? ';' : ':'}]`));
+const requested = [...(options.tools ?? []), ...fromEnv].map((p) => p.trim()).filter(Boolean);
+const modules = [];
+for (const path of [...(options['no-examples'] === true ? [] : [EXAMPLES]), ...requested.map((p) => resolve(callerDir, p))]) {
+  if (modules.some((m) => m.path === path)) continue;
+  if (!existsSync(path)) usageError(`cannot serve ${path}: no such file (--tools and FORGE_TOOLS paths are relative to ${callerDir})`);
+  modules.push({ path, label: display(path), examples: path === EXAMPLES });
+}
+if (modules.length === 0) usageError('--no-examples leaves nothing to serve; add --tools ./my-tools.mjs');
 
 say('Forge Fleet: building…');
 const build = spawnSync('npx', ['turbo', 'run', 'build', '--output-logs=errors-only'], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, TURBO_TELEMETRY_DISABLED: '1' } });
@@ -30,29 +90,104 @@ if (build.status !== 0) {
   process.exit(1);
 }
 
+// What each module serves, read the way a worker reads it (loadToolsModule, selectTools) but in a process of its
+// own: a module's import side effects stay out of this one, and every problem shows before anything starts.
+const PROBE = `
+const { loadToolsModule, selectTools } = await import('@forge-fleet/worker');
+const why = (e) => (e && e.code ? e.code + ': ' : '') + (e instanceof Error ? e.message : String(e));
+const out = [];
+for (const path of JSON.parse(process.argv[1])) {
+  try {
+    const tools = await loadToolsModule(path);
+    const groups = [];
+    for (const { definition: d } of tools) {
+      const pool = d.tier === 'host' ? d.pool : undefined;
+      if (!groups.some((g) => g.tier === d.tier && g.pool === pool)) groups.push({ tier: d.tier, pool });
+    }
+    for (const g of groups) selectTools(tools, g.tier, g.pool);
+    out.push({ path, tools: tools.map((t) => t.definition.name), groups });
+  } catch (error) {
+    out.push({ path, error: why(error) });
+  }
+}
+process.stdout.write('\\n@@forge-probe@@' + JSON.stringify(out));
+process.exit(0);
+`;
+const probe = spawnSync(process.execPath, ['--input-type=module', '-e', PROBE, JSON.stringify(modules.map((m) => m.path))], { cwd: root, encoding: 'utf8', timeout: 120_000, env: { ...process.env, LOG_LEVEL: 'silent' } });
+const probed = probe.stdout?.split('\n@@forge-probe@@').at(-1);
+let served;
+try {
+  served = JSON.parse(probed ?? '');
+} catch {
+  fail(`could not read the tools modules: ${oneLine(probe.stderr || String(probe.error ?? 'no answer')).slice(0, 500)}`);
+  process.exit(1);
+}
+for (const [i, m] of modules.entries()) {
+  const { error, tools, groups } = served[i];
+  if (error !== undefined) {
+    fail(`cannot serve ${m.label}: ${error}`);
+    process.exit(1);
+  }
+  const order = ['platform', 'embedded', 'host'];
+  groups.sort((a, b) => order.indexOf(a.tier) - order.indexOf(b.tier) || (a.pool ?? '').localeCompare(b.pool ?? ''));
+  Object.assign(m, { tools, groups });
+}
+// One live tool name, one definition: a second module's tool of the same name would be refused by the catalog.
+for (const [i, m] of modules.entries()) {
+  for (const other of modules.slice(0, i)) {
+    const both = m.tools.filter((t) => other.tools.includes(t));
+    if (both.length > 0) {
+      const it = both.length === 1 ? 'it' : 'them';
+      const fix = other.examples ? `rename ${it} in yours, or serve only yours with --no-examples` : `rename ${it} in one of them`;
+      fail(`${both.map((t) => `'${t}'`).join(', ')} ${both.length === 1 ? 'is' : 'are'} in both ${other.label} and ${m.label}; ${fix}`);
+      process.exit(1);
+    }
+  }
+}
+
 const { startLocalRedis, LocalRedisUnavailableError } = await import('@forge-fleet/local-redis');
-const { deriveQueueKey, generateTokenKeys, mintToken, queueName } = await import('@forge-fleet/shared');
+const { mintToken } = await import('@forge-fleet/shared');
+const { initKeys, KEY_FILES, workerKey } = await import('@forge-fleet/cli');
 const children = [];
 let redis;
-let stopping = false;
+/** Set once stopping began: resolves never (stopAll exits the process). */
+let stopping;
 
-async function stopAll(code) {
-  if (stopping) return;
-  stopping = true;
-  say('\nForge Fleet: stopping…');
-  const workers = children.filter((c) => c.name !== 'dispatcher');
-  await Promise.all(workers.map((c) => c.stop()));
-  await Promise.all(children.filter((c) => c.name === 'dispatcher').map((c) => c.stop()));
-  await redis?.stop();
-  say('Forge Fleet: stopped.');
-  process.exit(code);
+function stopAll(code) {
+  stopping ??= (async () => {
+    const started = children.length > 0 || redis !== undefined;
+    if (started) say('\nForge Fleet: stopping…');
+    const workers = children.filter((c) => c.name !== 'dispatcher');
+    await Promise.all(workers.map((c) => c.stop()));
+    await Promise.all(children.filter((c) => c.name === 'dispatcher').map((c) => c.stop()));
+    await redis?.stop();
+    if (started) say('Forge Fleet: stopped.');
+    process.exit(code);
+  })();
+  return stopping;
 }
 process.once('SIGINT', () => void stopAll(0));
 process.once('SIGTERM', () => void stopAll(0));
 
+/** Whether something listens on host:port (asked by trying to listen there ourselves). */
+function portInUse(h, p) {
+  return new Promise((done) => {
+    const probeServer = createServer();
+    probeServer.once('error', (error) => done(error.code === 'EADDRINUSE'));
+    probeServer.listen({ port: p, host: h, exclusive: true }, () => probeServer.close(() => done(false)));
+  });
+}
+
+/** Why a fleet process stopped: its own one-line report (`forge-worker: CODE: …`), else its last line on stderr. */
+function reasonOf(stderr) {
+  const lines = stderr.split('\n').map((l) => l.trim()).filter(Boolean);
+  return lines.findLast((l) => /^forge-[a-z]+: /.test(l)) ?? lines.at(-1) ?? 'no message';
+}
+
 function run(name, bin, args, env) {
   mkdirSync(logDir, { recursive: true });
-  const log = createWriteStream(join(logDir, `${name}.log`), { flags: 'w' });
+  const logFile = join(logDir, `${name}.log`);
+  const log = createWriteStream(logFile, { flags: 'w' });
   // Node flags on the bin's shebang line (the worker tunes its heap there) apply here too.
   const shebang = readFileSync(join(root, bin), 'utf8').split('\n', 1)[0];
   const flags = /^#!.*\bnode\b(.*)$/.exec(shebang)?.[1]?.trim().split(/\s+/).filter(Boolean) ?? [];
@@ -60,21 +195,24 @@ function run(name, bin, args, env) {
   proc.stdout.pipe(log);
   proc.stderr.pipe(log);
   let tail = '';
-  proc.stderr.on('data', (d) => (tail = (tail + d.toString()).slice(-2000)));
-  const exited = new Promise((r) => proc.once('exit', (code) => r(code)));
-  exited.then((code) => {
-    if (stopping) return;
-    fail(`${name} exited (${code}) unexpectedly:\n${tail}\n(full log: ${join(logDir, `${name}.log`)})`);
-    void stopAll(1);
-  });
+  proc.stderr.on('data', (d) => (tail = (tail + d.toString()).slice(-4000)));
+  const exited = new Promise((r) => proc.once('exit', (code, signal) => r(code ?? signal)));
   const child = {
     name,
     proc,
+    ready: false,
     stop: async () => {
       if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
       await exited;
     },
   };
+  exited.then(async (code) => {
+    if (stopping !== undefined) return;
+    // A dispatcher that never came up on a port something else holds: say so, not how Node put it.
+    if (name === 'dispatcher' && !child.ready && (await portInUse(host, port))) fail(`port ${port} is in use; set PORT=… to another port`);
+    else fail(`${name} stopped (exit ${code}): ${reasonOf(tail).slice(0, 600)} (log: ${display(logFile)})`);
+    void stopAll(1);
+  });
   children.push(child);
   return child;
 }
@@ -83,79 +221,154 @@ function run(name, bin, args, env) {
 async function until(what, check, timeoutMs = 60_000) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    if (stopping) process.exit(process.exitCode ?? 1);
+    if (stopping !== undefined) await stopping;
     try {
       if (await check()) return;
     } catch {
       // not yet
     }
     if (Date.now() > deadline) {
-      fail(`${what} did not happen within ${timeoutMs} ms; see ${logDir}`);
+      fail(`${what} did not happen within ${timeoutMs / 1000} s; see the logs in ${display(logDir)}`);
       await stopAll(1);
     }
     await new Promise((r) => setTimeout(r, 100));
   }
 }
 
-let redisUrl = process.env.REDIS_URL;
-if (redisUrl === undefined || redisUrl === '') {
-  try {
-    redis = await startLocalRedis();
-  } catch (error) {
-    fail(error instanceof LocalRedisUnavailableError ? error.message : String(error));
-    process.exit(1);
+/**
+ * This fleet's keys, the files `forge keys init` writes: made on the first start, reused after (tokens minted
+ * from them and worker keys derived from them keep working across restarts).
+ */
+function fleetKeys() {
+  const files = { tokenKey: join(keysDir, KEY_FILES.tokenPrivate), tokenPub: join(keysDir, KEY_FILES.tokenPublic), signingSecret: join(keysDir, KEY_FILES.signingSecret) };
+  const present = Object.values(files).filter((f) => existsSync(f));
+  if (present.length === 0) {
+    initKeys(keysDir);
+    return { ...files, made: true };
   }
-  redisUrl = redis.url;
-  say(`Forge Fleet: started redis-server at ${redisUrl} (set REDIS_URL to use your own)`);
+  if (present.length < 3) {
+    const missing = Object.values(files).filter((f) => !present.includes(f)).map((f) => basename(f));
+    throw new Error(`${display(keysDir)} lacks ${missing.join(', ')}; restore it, or delete ${display(keysDir)} to make new keys (tokens minted from the old ones stop working)`);
+  }
+  return { ...files, made: false };
 }
 
-// Dev keys, generated now and never stored in the repo: the token key pair (the dispatcher holds the public half)
-// and the call-signing secret (the dispatcher signs every call with its queue's derived key; each worker holds only
-// its own queue's key).
-const tokenKeys = generateTokenKeys();
-const dayInSeconds = 24 * 3600;
-const token = await mintToken(tokenKeys.privateKeyPem, { subject: 'dev', grants: ['*'], expiresInSeconds: dayInSeconds });
-const limitedToken = await mintToken(tokenKeys.privateKeyPem, { subject: 'dev-limited', expiresInSeconds: dayInSeconds });
-// For the web console (/ui): queues, approvals and the audit stream need an admin (or approver) token.
-const adminToken = await mintToken(tokenKeys.privateKeyPem, { subject: 'dev-admin', role: 'admin', expiresInSeconds: dayInSeconds });
-const fleetEnv = { REDIS_URL: redisUrl, LOG_LEVEL: process.env.LOG_LEVEL ?? 'info' };
-const signingSecret = randomBytes(32);
-const prefix = process.env.FORGE_PREFIX ?? 'forge';
-run('dispatcher', 'apps/dispatcher/bin/forge-dispatcher.js', [], {
-  ...fleetEnv,
-  FORGE_SIGNING_SECRET: signingSecret.toString('base64url'),
-  PORT: String(port),
-  HOST: host,
-  FORGE_TOKEN_PUBLIC_KEY: tokenKeys.publicKeyPem,
-});
-const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
-await until('the dispatcher answering /readyz', async () => (await fetch(`${url}/readyz`)).ok);
-for (const tier of ['platform', 'embedded', 'host']) {
-  const callKey = deriveQueueKey(signingSecret, queueName(prefix, tier)).toString('base64url');
-  run(`worker-${tier}`, 'apps/worker/bin/forge-worker.js', ['--tier', tier, '--tools', 'examples/tools.ts'], { ...fleetEnv, FORGE_CALL_KEY: callKey });
+/** A log and worker name for each group of a module: `worker-host` for the examples, `worker-my-tools-host-ops` for yours. */
+function workerName(m, group) {
+  const stem = m.examples ? '' : `${basename(m.path, extname(m.path)).replace(/[^\w.-]+/g, '_')}-`;
+  const base = `worker-${stem}${group.tier}${group.pool === undefined ? '' : `-${group.pool}`}`;
+  let name = base;
+  for (let n = 2; children.some((c) => c.name === name); n++) name = `${base}-${n}`;
+  return name;
 }
-const expected = ['clock', 'echo', 'http_get', 'wasm_add', 'word_count'];
-await until('every example tool being served', async () => {
-  const { tools } = await (await fetch(`${url}/v1/tools`, { headers: { authorization: `Bearer ${token}` } })).json();
-  return expected.every((name) => tools.some((t) => t.name === name));
-});
 
-mkdirSync(stateDir, { recursive: true });
-writeFileSync(join(stateDir, 'dev.json'), `${JSON.stringify({ url, token, limitedToken, adminToken }, null, 2)}\n`, { mode: 0o600 });
-const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
-say(`
+/** REDIS_URL as the printed commands show it: a password in it is not printed. */
+function shownRedisUrl(text) {
+  try {
+    const url = new URL(text);
+    if (url.password !== '') url.password = '…';
+    return url.password === '' ? text : url.toString();
+  } catch {
+    return text;
+  }
+}
+
+try {
+  const keys = fleetKeys();
+  const privateKeyPem = readFileSync(keys.tokenKey, 'utf8');
+  const dayInSeconds = 24 * 3600;
+  const token = await mintToken(privateKeyPem, { subject: 'dev', grants: ['*'], expiresInSeconds: dayInSeconds });
+  const limitedToken = await mintToken(privateKeyPem, { subject: 'dev-limited', expiresInSeconds: dayInSeconds });
+  // For the web console (/ui): queues, approvals and the audit stream need an admin (or approver) token.
+  const adminToken = await mintToken(privateKeyPem, { subject: 'dev-admin', role: 'admin', expiresInSeconds: dayInSeconds });
+
+  let redisUrl = process.env.REDIS_URL;
+  if (redisUrl === undefined || redisUrl === '') {
+    try {
+      redis = await startLocalRedis();
+    } catch (error) {
+      throw new Error(error instanceof LocalRedisUnavailableError ? error.message : String(error), { cause: error });
+    }
+    redisUrl = redis.url;
+    say(`Forge Fleet: started redis-server at ${redisUrl} (set REDIS_URL to use your own)`);
+  }
+
+  // The dispatcher verifies tokens with token.pub and signs every call with its queue's key, derived from
+  // signing.secret; each worker holds only its own queue's key. The files win over inline values in the caller's
+  // environment, so that the tokens `forge token mint --key` makes from these keys are the ones this fleet accepts.
+  const fleetEnv = { REDIS_URL: redisUrl, LOG_LEVEL: process.env.LOG_LEVEL ?? 'info' };
+  // Checked here, not left to the dispatcher alone: whatever holds the port may answer /readyz (another `npm start`
+  // does), which would pass for this fleet's dispatcher until it gave up. Should the port be taken in between, the
+  // dispatcher's exit says so.
+  if (await portInUse(host, port)) throw new Error(`port ${port} is in use; set PORT=… to another port`);
+  const dispatcher = run('dispatcher', 'apps/dispatcher/bin/forge-dispatcher.js', [], {
+    ...fleetEnv,
+    PORT: String(port),
+    HOST: host,
+    FORGE_TOKEN_PUBLIC_KEY: '',
+    FORGE_TOKEN_PUBLIC_KEY_FILE: keys.tokenPub,
+    FORGE_SIGNING_SECRET: '',
+    FORGE_SIGNING_SECRET_FILE: keys.signingSecret,
+  });
+  const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  await until('the dispatcher answering /readyz', async () => (await fetch(`${url}/readyz`)).ok);
+  dispatcher.ready = true;
+  for (const m of modules) {
+    for (const group of m.groups) {
+      const args = ['--tier', group.tier, ...(group.pool === undefined ? [] : ['--pool', group.pool]), '--tools', m.path];
+      run(workerName(m, group), 'apps/worker/bin/forge-worker.js', args, { ...fleetEnv, FORGE_CALL_KEY: workerKey(keys.signingSecret, prefix, group.tier, group.pool) });
+    }
+  }
+  const expected = modules.flatMap((m) => m.tools);
+  await until('every tool being served', async () => {
+    const { tools } = await (await fetch(`${url}/v1/tools`, { headers: { authorization: `Bearer ${token}` } })).json();
+    return expected.every((name) => tools.some((t) => t.name === name));
+  });
+
+  mkdirSync(stateDir, { recursive: true });
+  // redisUrl: for the README's extra-worker recipe (`REDIS_URL=$(node -p 'require("./.forge/dev.json").redisUrl') …`).
+  writeFileSync(join(stateDir, 'dev.json'), `${JSON.stringify({ url, token, limitedToken, adminToken, redisUrl }, null, 2)}\n`, { mode: 0o600 });
+  const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
+  const lanes = (m) => m.groups.map((g) => (g.pool === undefined ? g.tier : `host pool ${g.pool}`)).join(', ');
+  // The extra worker the next steps show: one of your modules' (else the examples') first tier or pool.
+  const sample = modules.find((m) => !m.examples) ?? modules[0];
+  const group = sample.groups.find((g) => g.tier === 'host') ?? sample.groups[0];
+  const keyArgs = [`--secret ${sh(display(keys.signingSecret))}`, `--tier ${group.tier}`, ...(group.pool === undefined ? [] : [`--pool ${sh(group.pool)}`]), ...(prefix === 'forge' ? [] : [`--prefix ${sh(prefix)}`])];
+  const workerEnv = [`REDIS_URL=${sh(shownRedisUrl(redisUrl))}`, ...(prefix === 'forge' ? [] : [`FORGE_PREFIX=${sh(prefix)}`])];
+  const workerArgs = [`--tier ${group.tier}`, ...(group.pool === undefined ? [] : [`--pool ${sh(group.pool)}`]), `--tools ${sh(display(sample.path))}`];
+  const examples = modules.some((m) => m.examples);
+  const tryLines = examples
+    ? [
+        `  curl -s -X POST '${url}/v1/calls?wait=5000' -H "authorization: Bearer $FORGE_TOKEN" -H 'content-type: application/json' -d '{"name":"wasm_add","arguments":{"a":2,"b":40}}'`,
+        `  curl -s -X POST '${url}/v1/calls?wait=5000' -H "authorization: Bearer $FORGE_TOKEN" -H 'content-type: application/json' -d '{"name":"http_get","arguments":{"url":"${url}/healthz"}}'`,
+        '  npm run demo        # an example agent calling tools of every tier',
+      ]
+    : [];
+  if (sample !== undefined && !sample.examples) tryLines.push(`  npx forge call ${sh(sample.tools[0])} '{}' --wait    # one of yours (give it the arguments its schema asks for)`);
+  say(`
 Forge Fleet ${pkg.version} is running at ${url}
-  workers: platform, embedded, host (tools: ${expected.join(', ')})
-  dev token (agent 'dev', grants every Host-tier tool, valid 24 h; keys generated now, not stored in the repo):
+${modules.map((m) => `  ${m.label}: workers for ${lanes(m)} (tools: ${m.tools.join(', ')})`).join('\n')}
+  keys: ${display(keysDir)} (${keys.made ? 'made now' : 'reused'}${relative(root, keysDir) === join('.forge', 'keys') ? ', git-ignored' : ''}; tokens minted from ${display(keys.tokenKey)} work here)
+  dev token (agent 'dev', grants every Host-tier tool, valid 24 h):
     export FORGE_TOKEN=${token}
   web console: ${url}/ui — sign in with this admin token (user 'dev-admin', valid 24 h):
     ${adminToken}
-  logs: ${logDir}
+  logs: ${display(logDir)}
 
 Try it:
   curl -s ${url}/v1/tools -H "authorization: Bearer $FORGE_TOKEN"
-  curl -s -X POST '${url}/v1/calls?wait=5000' -H "authorization: Bearer $FORGE_TOKEN" -H 'content-type: application/json' -d '{"name":"wasm_add","arguments":{"a":2,"b":40}}'
-  curl -s -X POST '${url}/v1/calls?wait=5000' -H "authorization: Bearer $FORGE_TOKEN" -H 'content-type: application/json' -d '{"name":"http_get","arguments":{"url":"${url}/healthz"}}'
-  npm run demo        # an example agent calling tools of every tier
+${tryLines.join('\n')}
+
+Next steps:
+  an approver token (decides calls waiting for a person: npx forge approvals, the web console):
+    export APPROVER=$(npx forge token mint --key ${sh(display(keys.tokenKey))} --sub alice --role approver)
+  one more worker for this fleet (another terminal, from this directory):
+    ${workerEnv.join(' ')} FORGE_CALL_KEY=$(npx forge keys worker-key ${keyArgs.join(' ')}) npx forge-worker ${workerArgs.join(' ')}
 
 Ctrl-C stops the fleet.`);
+} catch (error) {
+  if (stopping === undefined) {
+    fail(error instanceof Error ? error.message : String(error));
+    await stopAll(1);
+  }
+}

@@ -1,10 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { FleetClient } from '@forge-fleet/client';
-import { fleetKeys, type PendingApproval } from '@forge-fleet/shared';
+import { type PendingApproval } from '@forge-fleet/shared';
+import { fleetKeys } from '@forge-fleet/store';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestFleet } from '../fixtures/fleet.js';
 import { redisUrl } from '../fixtures/redis.js';
+import { until } from '../fixtures/wait.js';
 
 /**
  * People in the loop, through the running fleet: a call to a tool that needs
@@ -19,13 +21,7 @@ describe('approvals by people', () => {
   const runs = (id: string) => redis.get(`${fleet.prefix}:test:runs:{${id}}`).then((v) => Number(v ?? 0));
 
   /** The pending entry of a call, once its submission has been recorded. */
-  async function pending(id: string): Promise<PendingApproval> {
-    for (;;) {
-      const found = (await approver.approvals()).find((a) => a.id === id);
-      if (found !== undefined) return found;
-      await new Promise((r) => setTimeout(r, 20));
-    }
-  }
+  const pending = (id: string): Promise<PendingApproval> => until(`call ${id} to be listed as waiting for approval`, async () => (await approver.approvals()).find((a) => a.id === id));
 
   beforeAll(async () => {
     redis = new Redis(redisUrl());
@@ -61,15 +57,11 @@ describe('approvals by people', () => {
     expect((await pending(id)).arguments).toEqual({ text: 'original' });
     await approver.decide(id, { decision: 'modify', arguments: { text: 'edited' }, reason: 'softer wording' });
     expect(await result).toMatchObject({ isError: false, structuredContent: { echo: 'edited', runs: 1 } });
-    for (;;) {
+    const decided = await until(`the audit entry of the edit of ${id}`, async () => {
       const entries = (await redis.xrange(fleetKeys(fleet.prefix).audit, '-', '+')).map(([, f]) => JSON.parse(f[3] ?? '{}') as Record<string, unknown>);
-      const decided = entries.find((e) => e['callId'] === id && e['decision'] === 'modified');
-      if (decided !== undefined) {
-        expect(decided).toMatchObject({ decidedBy: 'alice', caller: 'agent-1', arguments: { text: 'original' }, editedArguments: { text: 'edited' }, reason: 'softer wording' });
-        break;
-      }
-      await new Promise((r) => setTimeout(r, 20));
-    }
+      return entries.find((e) => e['callId'] === id && e['decision'] === 'modified');
+    });
+    expect(decided).toMatchObject({ decidedBy: 'alice', caller: 'agent-1', arguments: { text: 'original' }, editedArguments: { text: 'edited' }, reason: 'softer wording' });
   });
 
   it('tells the waiting agent a denial with its reason; nothing runs', async () => {

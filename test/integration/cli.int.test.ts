@@ -136,7 +136,7 @@ describe('the forge CLI against a running fleet', () => {
     await waiting.stderrShows('awaiting_approval');
     const list = await forge(['approvals'], approver);
     expect(list.code, list.stderr).toBe(0);
-    expect(list.stdout).toMatch(new RegExp(`^${id}\\s+confirm_echo\\s+cli-agent\\s+default\\s+.*confirm.*\\s+in \\d+m\\d{2}s$`, 'm'));
+    expect(list.stdout).toMatch(new RegExp(`^${id}\\s+confirm_echo\\s+\\{"text":"hi"\\}\\s+cli-agent\\s+default\\s+.*confirm.*\\s+in \\d+m\\d{2}s$`, 'm'));
     const json = JSON.parse((await forge(['approvals', '--json'], approver)).stdout) as { approvals: { id: string; arguments: unknown }[] };
     expect(json.approvals.find((a) => a.id === id)?.arguments).toEqual({ text: 'hi' });
     const approve = await forge(['approvals', 'approve', id, '--reason', 'looks fine'], approver);
@@ -151,14 +151,17 @@ describe('the forge CLI against a running fleet', () => {
     const json = await forge(['queues', '--json'], approver);
     expect(json.code, json.stderr).toBe(0);
     const platform = (JSON.parse(json.stdout) as QueueStatsList).queues.find((q) => q.lane === 'platform');
-    expect(platform).toMatchObject({ tier: 'platform', queue: `{${fleet.prefix}.platform}` });
+    // The queue of the worker's tool pack: the lane's hash tag, then the pack id.
+    expect(platform).toMatchObject({ tier: 'platform', queue: expect.stringMatching(new RegExp(`^\\{${fleet.prefix}\\.platform\\}\\.[0-9a-f]{15}$`)) as unknown });
+    expect(platform!.tools).toContain('gated');
     expect(platform!.workers).toBeGreaterThanOrEqual(1);
 
     const id = `cli-gated-${randomUUID()}`;
     expect((await forge(['call', 'gated', '{}', '--id', id], agent)).stdout).toMatch(new RegExp(`^${id} (queued|running)\\n$`));
     expect(await started(id)).not.toBeNull();
     const busy = await forge(['queues'], approver);
-    expect(busy.stdout).toMatch(new RegExp(`^platform\\s+\\{${fleet.prefix}\\.platform\\}\\s+\\d+\\s+[1-9]\\d*\\s+\\d+\\s+\\d+\\s+[1-9]\\d*$`, 'm'));
+    // Jobs (waiting, active ≥ 1, delayed, failed), workers ≥ 1, then calls (waiting, active ≥ 1) and the pack's tools.
+    expect(busy.stdout).toMatch(new RegExp(`^platform\\s+\\{${fleet.prefix}\\.platform\\}\\.[0-9a-f]{15}\\s+\\d+\\s+[1-9]\\d*\\s+\\d+\\s+\\d+\\s+[1-9]\\d*\\s+\\d+\\s+[1-9]\\d*\\s+block,`, 'm'));
     await release(id);
     // The same id again is the same call: waiting on it prints its result.
     const again = await forge(['call', 'gated', '{}', '--id', id, '--wait'], agent);

@@ -1,10 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { FleetClient } from '@forge-fleet/client';
 import { type LocalRedisCluster, startLocalRedisCluster } from '@forge-fleet/local-redis';
-import { type CallView, fleetKeys, laneOf, queueName, type Tier } from '@forge-fleet/shared';
+import { type CallView, laneOf, queueName, type Tier } from '@forge-fleet/shared';
+import { fleetKeys } from '@forge-fleet/store';
 import { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type FleetProcess, TestFleet } from '../fixtures/fleet.js';
+import { until } from '../fixtures/wait.js';
 
 /**
  * The whole fleet on a Redis Cluster of three masters: two dispatchers and a
@@ -124,12 +126,15 @@ describe('the fleet on a Redis Cluster', () => {
     const id = `progress-${randomUUID()}`;
     expect((await agent.submit('stepped', { steps: 2 }, { id })).status).not.toBe('failed');
     /** Reads the call on dispatcher B (a watcher: each read waits up to 200 ms) until its progress reaches `step`. */
-    async function progressed(step: number): Promise<CallView> {
-      for (let read = 0; read < 500; read++) {
-        const view = await agentOnB.get(id, { waitMs: 200 });
-        if ((view.progress?.progress ?? 0) >= step || view.status === 'completed') return view;
-      }
-      throw new Error(`call ${id} never reported step ${step}`);
+    function progressed(step: number): Promise<CallView> {
+      return until(
+        `call ${id} to report step ${step}`,
+        async () => {
+          const view = await agentOnB.get(id, { waitMs: 200 });
+          return (view.progress?.progress ?? 0) >= step || view.status === 'completed' ? view : undefined;
+        },
+        { intervalMs: 0 },
+      );
     }
     for (const step of [1, 2]) {
       expect(await progressed(step)).toMatchObject({ status: 'running', progress: { progress: step, total: 2, message: `step ${step}` } });
@@ -166,7 +171,8 @@ describe('the fleet on a Redis Cluster', () => {
     const found = new Map<string, string[]>();
     for (const node of redis.nodes('master')) {
       for (const key of await node.keys(`${prefix}:{${prefix}.*`)) {
-        const name = [...slots.keys()].find((q) => key.startsWith(`${prefix}:${q}:`));
+        // A lane's queues are its tool packs' (`<lane queue>.<pack>`): all under the lane's hash tag.
+        const name = [...slots.keys()].find((q) => key.startsWith(`${prefix}:${q}.`));
         if (name !== undefined) found.set(name, [...(found.get(name) ?? []), key]);
       }
     }
@@ -180,15 +186,15 @@ describe('the fleet on a Redis Cluster', () => {
     expect(new Set(catalogSlots).size).toBe(1);
     // What operators see (GET /v1/queues): every queue, its live worker, nothing failed.
     const stats = (await approver.queues()).queues;
-    expect(stats.map((q) => q.queue).sort()).toEqual([...slots.keys()].sort());
+    expect(stats.map((q) => q.queue.slice(0, q.queue.lastIndexOf('}') + 1)).sort()).toEqual([...slots.keys()].sort());
     for (const q of stats) expect(q, q.queue).toMatchObject({ workers: 1, failed: 0 });
   });
 
   it('refused no command with CROSSSLOT and redirected none with MOVED or ASK', async () => {
     for (const p of processes) expect(p.output()).not.toMatch(/CROSSSLOT|MOVED|\bASK \d|same slot/);
     // A refusal inside a worker's processing fails its job without a log line: no job may have failed.
-    for (const { tier, pool } of queues) {
-      const queue = `${prefix}:${queueName(prefix, tier, pool)}`;
+    for (const { queue: name } of (await approver.queues()).queues) {
+      const queue = `${prefix}:${name}`;
       const failed = await redis.zrange(`${queue}:failed`, 0, -1);
       const reasons = await Promise.all(failed.map((job) => redis.hget(`${queue}:${job}`, 'failedReason')));
       expect(reasons, queue).toEqual([]);

@@ -1,7 +1,8 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, posix, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { DEFAULT_FLEET_PREFIX, packQueueName, queueName, type Tier, TierInput } from '@forge-fleet/shared';
+import { DEFAULT_FLEET_PREFIX, queueName, type Tier, TierInput } from '@forge-fleet/shared';
+import { packQueueName } from '@forge-fleet/store';
 import { QueueKeys } from 'bullmq';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';

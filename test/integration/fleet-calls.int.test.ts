@@ -5,6 +5,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type FleetProcess, TestFleet } from '../fixtures/fleet.js';
 import { redisUrl } from '../fixtures/redis.js';
+import { until } from '../fixtures/wait.js';
 
 async function refusal(promise: Promise<unknown>): Promise<FleetError> {
   try {
@@ -259,11 +260,18 @@ describe('a fleet: one dispatcher, workers of every tier', () => {
         .split('\n')
         .filter((l) => l.trim() !== '')
         .map((l) => JSON.parse(l) as Record<string, unknown>);
-    while (lines().length < 4) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      text += decoder.decode(value, { stream: true });
-    }
+    /** Reads the answer until `enough` holds of its lines or it ends (a line still arriving in parts reads as not yet). */
+    const readUntil = (what: string, enough: () => boolean) =>
+      until(
+        what,
+        async () => {
+          const { value, done } = await reader.read();
+          if (value !== undefined) text += decoder.decode(value, { stream: true });
+          return done || enough();
+        },
+        { intervalMs: 0 },
+      );
+    await readUntil('four answer lines of the batch', () => lines().length >= 4);
     // Four answers arrived while the gated call still runs.
     const early = new Map(lines().map((l) => [l.index, l]));
     expect(early.get(0)).toBeUndefined();
@@ -272,11 +280,7 @@ describe('a fleet: one dispatcher, workers of every tier', () => {
     expect(early.get(3)).toMatchObject({ error: { code: 'SCHEMA_VALIDATION', path: '/n' } });
     expect(early.get(4)).toMatchObject({ error: { code: 'BAD_REQUEST' } });
     await redis.lpush(`${fleet.prefix}:test:release:{${slowId}}`, 'go');
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      text += decoder.decode(value, { stream: true });
-    }
+    await readUntil('the end of the batch answer', () => false);
     expect(lines().find((l) => l.index === 0)).toMatchObject({ id: slowId, status: 'completed' });
   });
 

@@ -4,6 +4,7 @@ import { Redis } from 'ioredis';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { TestFleet } from '../fixtures/fleet.js';
 import { redisUrl } from '../fixtures/redis.js';
+import { until } from '../fixtures/wait.js';
 
 /**
  * Workers die here for real: kill -9 of the process running a call. Locks
@@ -132,16 +133,14 @@ describe('worker loss and shutdown', () => {
     expect((await client.call('host_echo', { n: 1 })).isError).toBe(false);
     await fleet.worker({ tier: 'platform', tools: 'test/fixtures/squatting-tools.ts' });
     // Workers joining make the dispatcher re-read the catalog; wait until it has seen the second announcement.
-    for (;;) {
-      const error = await client.call('host_echo', { n: 2 }).then(
+    const error = await until('host_echo to be refused once the squatter is seen', () =>
+      client!.call('host_echo', { n: 2 }).then(
         () => undefined,
         (e: unknown) => e as { code?: string; httpStatus?: number; message?: string },
-      );
-      if (error === undefined) continue;
-      expect(error).toMatchObject({ code: 'REGISTRY_ERROR', httpStatus: 409 });
-      expect(error.message).toMatch(/several queues \(host, platform\)/);
-      break;
-    }
+      ),
+    );
+    expect(error).toMatchObject({ code: 'REGISTRY_ERROR', httpStatus: 409 });
+    expect(error.message).toMatch(/several queues \(host, platform\)/);
     expect((await client.tools()).map((t) => t.name)).not.toContain('host_echo');
   });
 
@@ -172,7 +171,7 @@ describe('many dispatchers, many workers', () => {
       const waiting = c2.wait(id, { timeoutMs: 10_000 });
       // Release only once the second dispatcher is registered as a watcher, so the push path is what answers.
       const watchers = `${fleet.prefix}:call:platform:{${id}}:watchers`;
-      while ((await redis.scard(watchers)) === 0) await redis.blpop(`${fleet.prefix}:test:never`, 0.05);
+      await until('the second dispatcher to watch the call', async () => (await redis.scard(watchers)) > 0);
       await redis.lpush(`${fleet.prefix}:test:release:{${id}}`, 'go');
       expect(await waiting).toMatchObject({ isError: false, structuredContent: { released: true } });
       expect((await c1.get(id)).status).toBe('completed');

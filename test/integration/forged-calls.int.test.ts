@@ -1,6 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { type CallEnvelope, deriveQueueKey, fleetKeys, isFinalStatus, queueName, signEnvelope } from '@forge-fleet/shared';
-import { CallStore, Catalog } from '@forge-fleet/store';
+import { type CallEnvelope, deriveQueueKey, isFinalStatus, queueName, signEnvelope } from '@forge-fleet/shared';
+import { CallStore, Catalog, fleetKeys } from '@forge-fleet/store';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

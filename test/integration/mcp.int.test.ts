@@ -7,6 +7,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type FleetProcess, TestFleet } from '../fixtures/fleet.js';
 import { redisUrl } from '../fixtures/redis.js';
+import { until } from '../fixtures/wait.js';
 
 /** The fleet call id a client may choose (and results carry) in `_meta`. */
 const CALL_ID = 'forge-fleet/callId';
@@ -213,13 +214,7 @@ describe('the fleet as an MCP server (official client, Streamable HTTP)', () => 
     const seen: Progress[] = [];
     const call = (id: string, text: string) => client.callTool({ name: 'confirm_echo', arguments: { text }, _meta: { [CALL_ID]: id } }, undefined, { onprogress: (p) => seen.push(p) });
     const [first, second] = [call(approved, 'ship it'), call(denied, 'drop it')];
-    const pending = async (id: string) => {
-      for (;;) {
-        const found = (await approver.approvals()).find((a) => a.id === id);
-        if (found !== undefined) return found;
-        await new Promise((r) => setTimeout(r, 20));
-      }
-    };
+    const pending = (id: string) => until(`call ${id} to be listed as waiting for approval`, async () => (await approver.approvals()).find((a) => a.id === id));
     expect(await pending(approved)).toMatchObject({ tool: 'confirm_echo', arguments: { text: 'ship it' } });
     await pending(denied);
     expect(seen.map((p) => p.message)).toContain('awaiting_approval');

@@ -8,6 +8,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type FleetProcess, ROOT, TestFleet } from '../fixtures/fleet.js';
 import { type ExternalService, NetnsLab, netnsUnavailable } from '../fixtures/netns.js';
+import { until } from '../fixtures/wait.js';
 
 /**
  * Host-tier workers on a node of their own, with real network isolation: Redis,
@@ -124,7 +125,9 @@ describe.skipIf(unavailable !== undefined)(`host workers on nodes of their own (
       const long = Array.from({ length: 2 }, (_, i) => ({ id: `cut-long-${i}-${randomUUID()}`, ms: 10_000 }));
       const inFlight = [...short, ...long];
       for (const { id, ms } of inFlight) await client.submit('slow_host', { ms }, { id });
-      await until(() => inFlight.every(({ id }) => runLines('start', id) === 1), 'every call started on the Host worker');
+      // Events across namespaces and processes (a file line, a key expiring in Redis, a lease lapsing) have no push
+      // channel to the test: it polls for them, each wait bounded and named.
+      await until('every call to start on the Host worker', () => inFlight.every(({ id }) => runLines('start', id) === 1));
 
       const t0 = Date.now();
       const connectionsReset = cut.down();
@@ -132,11 +135,11 @@ describe.skipIf(unavailable !== undefined)(`host workers on nodes of their own (
       // ended on the far side of the cut, and the worker's catalog lease has lapsed: both recovery paths (a run that
       // ended unheard, a run still going) and the worker's return to the catalog are exercised.
       const locks = `${fleet.prefix}:{${fleet.prefix}.host}:*:lock`;
-      await until(async () => (await redis.keys(locks)).length === 0, 'the in-flight calls’ locks expired');
+      await until('the in-flight calls’ locks to expire', async () => (await redis.keys(locks)).length === 0);
       const locksExpiredMs = Date.now() - t0;
-      await until(() => short.every(({ id }) => runLines('end', id) === 1), 'the short runs ended during the cut');
+      await until('the short runs to end during the cut', () => short.every(({ id }) => runLines('end', id) === 1));
       const lease = `${fleet.prefix}:{${fleet.prefix}.catalog}:host:leases:slow_host`;
-      await until(async () => (await redis.zcount(lease, Date.now(), '+inf')) === 0, 'the Host worker’s catalog lease lapsed');
+      await until('the Host worker’s catalog lease to lapse', async () => (await redis.zcount(lease, Date.now(), '+inf')) === 0);
       const leaseLapsedMs = Date.now() - t0;
       // Stalled: nothing but the cut-off worker can end these calls, and it cannot be heard.
       for (const { id } of inFlight) expect((await client.get(id)).status, id).toBe('running');
@@ -158,16 +161,17 @@ describe.skipIf(unavailable !== undefined)(`host workers on nodes of their own (
         }),
       );
       // The worker is back once a new Host call comes through; NO_WORKER means its lease has not been renewed yet.
+      // Any other refusal ends the wait (`until` would retry a check that throws) and fails the expectation below.
       let refusals = 0;
       const after = await until(
+        'the Host worker to serve a new call after the cut',
         () =>
           client.call('fetch_external', { url: `${service.url}/after-cut` }, { timeoutMs: 30_000 }).catch((error: unknown) => {
-            if (codeOf(error) !== 'NO_WORKER') throw error;
+            if (codeOf(error) !== 'NO_WORKER') return { refusedWith: `${codeOf(error)}: ${error instanceof Error ? error.message : String(error)}` };
             refusals++;
             return undefined;
           }),
-        'the Host worker serves a new call after the cut',
-        60_000,
+        { timeoutMs: 60_000, intervalMs: 50 },
       );
       const servingAgainMs = Date.now() - t1;
       expect(after).toMatchObject({ isError: false, structuredContent: { body: 'external service: /after-cut' } });
@@ -183,7 +187,7 @@ describe.skipIf(unavailable !== undefined)(`host workers on nodes of their own (
       if (submittedDuring === 'queued') expect(await client.wait(during, { timeoutMs: 30_000 })).toMatchObject({ isError: false });
 
       // The original runs of calls lost to the cut go on to their end; their late finish must change nothing.
-      await until(() => long.every(({ id }) => runLines('end', id) === 1), 'the long runs ended', 30_000);
+      await until('the long runs to end', () => long.every(({ id }) => runLines('end', id) === 1), { timeoutMs: 30_000 });
       expect(await client.call('slow_host', { ms: 0 }, { timeoutMs: 30_000 })).toMatchObject({ isError: false });
       for (const { id } of inFlight) {
         expect(runLines('start', id), `runs of ${id}`).toBe(1);
@@ -257,21 +261,4 @@ describe.skipIf(unavailable !== undefined)(`host workers on nodes of their own (
 function codeOf(error: unknown): string {
   const code = typeof error === 'object' && error !== null && 'code' in error ? error.code : undefined;
   return typeof code === 'string' ? code : `no code (${error instanceof Error ? error.message : typeof error})`;
-}
-
-/**
- * Polls `check` until it gives something other than `false`/`undefined`, and
- * returns that. Events across namespaces and processes (a file line, a key
- * expiring in Redis, a worker back in the catalog) have no push channel to
- * the test; the deadline only turns a hang into a failure that names what
- * never happened.
- */
-async function until<T>(check: () => T | Promise<T>, what: string, timeoutMs = 20_000): Promise<Exclude<T, false | undefined>> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== false && value !== undefined) return value as Exclude<T, false | undefined>;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting until ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }

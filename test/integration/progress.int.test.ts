@@ -5,6 +5,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestFleet } from '../fixtures/fleet.js';
 import { redisUrl } from '../fixtures/redis.js';
+import { until } from '../fixtures/wait.js';
 
 /**
  * Progress reported by a tool (`ctx.progress`) travels worker → Redis →
@@ -19,12 +20,15 @@ describe('progress reported by tools', () => {
   const release = (id: string) => redis.lpush(`${fleet.prefix}:test:release:{${id}}`, '1');
 
   /** Reads the call until its progress has reached `step` (each read waits up to 200 ms for the call to end). */
-  async function progressed(id: string, step: number): Promise<CallView> {
-    for (let read = 0; read < 500; read++) {
-      const view = await client.get(id, { waitMs: 200 });
-      if ((view.progress?.progress ?? 0) >= step || view.status === 'completed') return view;
-    }
-    throw new Error(`call ${id} never reported step ${step}`);
+  function progressed(id: string, step: number): Promise<CallView> {
+    return until(
+      `call ${id} to report step ${step}`,
+      async () => {
+        const view = await client.get(id, { waitMs: 200 });
+        return (view.progress?.progress ?? 0) >= step || view.status === 'completed' ? view : undefined;
+      },
+      { intervalMs: 0 },
+    );
   }
 
   beforeAll(async () => {

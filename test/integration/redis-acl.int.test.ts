@@ -4,8 +4,8 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '@forge-fleet/local-redis';
-import { type AuditEntry, type CallEnvelope, fleetKeys, packQueueName, queueName, type ReplyMessage, type Tier, ToolDefinition, type ToolResult } from '@forge-fleet/shared';
-import { CallStore, Catalog, RedisAuditLogger, ReplyInbox, ReplyPublisher, TierQueues } from '@forge-fleet/store';
+import { type AuditEntry, type CallEnvelope, queueName, type ReplyMessage, type Tier, ToolDefinition, type ToolResult } from '@forge-fleet/shared';
+import { CallStore, Catalog, RedisAuditLogger, ReplyInbox, TierQueues, fleetKeys, packQueueName } from '@forge-fleet/store';
 import { type Job, Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -405,15 +405,13 @@ describe('the fleet’s own Redis code under the ACL', () => {
         route.queue,
         async (job: Job<CallEnvelope>) => {
           expect((await workerStore.start('platform', job.data.call.id, 'w1')).outcome).toBe('started');
-          const targets = await workerStore.finish('platform', job.data.call.id, 'completed', result, { replyTo: job.data.replyTo });
-          await new ReplyPublisher(workerCommands, keys).publish('platform', targets ?? [], { v: 1, id: job.data.call.id, status: 'completed', result });
-          return targets;
+          return workerStore.end('platform', job.data.call.id, 'completed', result, { replyTo: job.data.replyTo });
         },
         { connection: connect('worker-platform'), prefix, autorun: true },
       );
-      let targets: unknown;
+      let ended: unknown;
       try {
-        targets = await new Promise((resolve, reject) => {
+        ended = await new Promise((resolve, reject) => {
           worker.on('completed', (_job, value) => resolve(value));
           worker.on('failed', (_job, error) => reject(error));
           worker.on('error', reject);
@@ -421,7 +419,7 @@ describe('the fleet’s own Redis code under the ACL', () => {
       } finally {
         await worker.close();
       }
-      expect(targets).toEqual([watcherId]);
+      expect(ended).toBe(true);
       expect(await reply).toMatchObject({ id, status: 'completed', result } satisfies Partial<ReplyMessage>);
       // The reply to the other dispatcher went out through ReplyPublisher (LPUSH + PEXPIRE).
       expect(await dispatcherCommands.lrange(keys.replies('platform', watcherId), 0, -1)).toHaveLength(1);
@@ -430,7 +428,7 @@ describe('the fleet’s own Redis code under the ACL', () => {
       await dispatcherStore.create({ id: hostCall, lane: 'host', name: 'echo', status: 'queued', replyTo: dispatcherId, envelope: envelope(hostCall, 'host', dispatcherId) });
       await expect(workerCommands.hgetall(keys.call('host', hostCall))).rejects.toThrow(NOPERM);
       await expect(workerCommands.hset(keys.call('host', hostCall), 'status', 'completed')).rejects.toThrow(NOPERM);
-      await expect(workerStore.finish('host', hostCall, 'completed', result)).rejects.toThrow(NOPERM);
+      await expect(workerStore.end('host', hostCall, 'completed', result)).rejects.toThrow(NOPERM);
       await expect(workerCommands.get(keys.callLane(hostCall))).rejects.toThrow(NOPERM);
       expect((await dispatcherStore.get(hostCall))?.status).toBe('queued');
       expect((await dispatcherStore.get(id))?.status).toBe('completed');

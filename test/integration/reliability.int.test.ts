@@ -5,12 +5,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FleetClient } from '@forge-fleet/client';
 import { freePort } from '@forge-fleet/local-redis';
-import { fleetKeys, isFleetError, type ToolResult } from '@forge-fleet/shared';
-import { CallStore } from '@forge-fleet/store';
+import { isFleetError, type ToolResult } from '@forge-fleet/shared';
+import { CallStore, fleetKeys } from '@forge-fleet/store';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ROOT, TestFleet } from '../fixtures/fleet.js';
 import { redisUrl } from '../fixtures/redis.js';
+import { until } from '../fixtures/wait.js';
 
 /**
  * Faults with real processes, under load: a worker killed with SIGKILL, the
@@ -56,17 +57,16 @@ class DurableRedis {
     // Refusals while it starts are expected; each attempt's outcome is read below.
     probe.on('error', () => undefined);
     try {
-      for (let i = 0; i < 400; i++) {
+      await until(`redis-server on ${this.port} to come up`, async () => {
         try {
           if (probe.status !== 'ready') await probe.connect();
           // Loading the AOF answers LOADING until it is done.
-          if ((await probe.ping()) === 'PONG') return;
-        } catch {
+          return (await probe.ping()) === 'PONG';
+        } catch (error) {
           probe.disconnect();
-          await new Promise((r) => setTimeout(r, 25));
+          throw error;
         }
-      }
-      throw new Error(`redis-server on ${this.port} did not come up`);
+      });
     } finally {
       probe.disconnect();
     }
@@ -92,6 +92,8 @@ describe('faults survived under load', () => {
   let counters: Redis;
   let clients: FleetClient[] = [];
   const runs = async (ids: readonly string[]): Promise<number[]> => (await counters.mget(ids.map((id) => `${fleet.prefix}:test:runs:{${id}}`))).map((v) => Number(v ?? 0));
+  /** How many of `calls` have run at least once (the load is on). */
+  const callsStarted = async (calls: readonly { id: string }[]): Promise<number> => (await runs(calls.map((c) => c.id))).filter((n) => n > 0).length;
 
   beforeEach(() => {
     fleet = new TestFleet();
@@ -114,7 +116,7 @@ describe('faults survived under load', () => {
     // Non-retryable calls take long enough (1 s) that the doomed worker is sure to hold some when it dies.
     const answers = calls.map((c) => settle(client.call(c.tool, { ms: c.tool === 'work' ? 1000 : 150 }, { id: c.id, timeoutMs: 60_000 })));
     // Kill once the doomed worker holds calls: the first run counters show the load is on.
-    for (let i = 0; i < 400 && (await runs(calls.map((c) => c.id))).filter((n) => n > 0).length < 80; i++) await new Promise((r) => setTimeout(r, 10));
+    await until('80 calls to have started', async () => (await callsStarted(calls)) >= 80, { intervalMs: 10 });
     const killedAt = Date.now();
     await doomed.stop('SIGKILL');
     const outcomes = await Promise.all(answers);
@@ -157,9 +159,10 @@ describe('faults survived under load', () => {
         await new Promise((r) => setTimeout(r, Math.floor(i / 50) * 150));
         return settle(client.call(c.tool, { ms: 100 }, { id: c.id, timeoutMs: 120_000 }));
       });
-      for (let i = 0; i < 500 && (await runs(calls.map((c) => c.id))).filter((n) => n > 0).length < 150; i++) await new Promise((r) => setTimeout(r, 10));
+      await until('150 calls to have started', async () => (await callsStarted(calls)) >= 150, { intervalMs: 10 });
       await durable.kill();
       const downAt = Date.now();
+      // The outage itself (part of the load's shape, not a wait for anything): Redis stays down this long.
       await new Promise((r) => setTimeout(r, 1500));
       await durable.start();
       const restartedAt = Date.now();
@@ -208,9 +211,22 @@ describe('faults survived under load', () => {
     await client.submit('gated', {}, { id: blocker });
     expect(await counters.blpop(`${fleet.prefix}:test:started:{${blocker}}`, 15)).not.toBeNull();
     expect((await client.submit('work', { ms: 0 }, { id: waiting })).status).toBe('queued');
-    // Queued past the take-over threshold, then submitted again (a client retrying after a lost answer).
-    await new Promise((r) => setTimeout(r, 2200));
-    expect((await client.submit('work', { ms: 0 }, { id: waiting })).status).toBe('queued');
+    const store = new CallStore(counters, fleetKeys(fleet.prefix), 60_000);
+    const tokenOf = async (id: string): Promise<string | undefined> => (await store.get(id))?.envelope?.token;
+    const firstToken = await tokenOf(waiting);
+    expect(firstToken).toEqual(expect.any(String));
+    // Submitted again (a client retrying after a lost answer) until a resubmission takes the call over, which the
+    // dispatcher does only once it has been queued for a while: the test watches for the take-over (a new token on
+    // the record) rather than sleeping past the dispatcher's threshold. Any answer but `queued` ends the wait.
+    const resubmitted = await until(
+      'a resubmission to take the queued call over (a new token on its record)',
+      async () => {
+        const { status } = await client.submit('work', { ms: 0 }, { id: waiting });
+        return status !== 'queued' ? status : (await tokenOf(waiting)) !== firstToken && status;
+      },
+      { intervalMs: 100 },
+    );
+    expect(resubmitted).toBe('queued');
     await counters.lpush(`${fleet.prefix}:test:release:{${blocker}}`, '1');
     const result = await client.wait(waiting, { timeoutMs: 15_000 });
     expect(result.isError, result.content).toBe(false);
@@ -228,7 +244,7 @@ describe('faults survived under load', () => {
     clients.push(...agents);
     const calls = Array.from({ length: 800 }, (_, i) => ({ id: `dkill-${i}-${randomUUID()}`, agent: agents[i % agents.length]! }));
     const answers = calls.map((c) => settle(c.agent.call('work', { ms: 300 }, { id: c.id, timeoutMs: 60_000 })));
-    for (let i = 0; i < 400 && (await runs(calls.map((c) => c.id))).filter((n) => n > 0).length < 100; i++) await new Promise((r) => setTimeout(r, 10));
+    await until('100 calls to have started', async () => (await callsStarted(calls)) >= 100, { intervalMs: 10 });
     const killedAt = Date.now();
     await first.stop('SIGKILL');
     const outcomes = await Promise.all(answers);

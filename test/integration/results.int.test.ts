@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { FleetClient } from '@forge-fleet/client';
-import { fleetKeys } from '@forge-fleet/shared';
+import { fleetKeys } from '@forge-fleet/store';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestFleet } from '../fixtures/fleet.js';
 import { redisUrl } from '../fixtures/redis.js';
+import { until } from '../fixtures/wait.js';
 
 /** How a worker ends calls: results over the size limit become a typed error, and every outcome is audited. */
 describe('call outcomes at the worker', () => {
@@ -38,11 +39,10 @@ describe('call outcomes at the worker', () => {
     // The worker audits after it has answered (the audit write is not on the caller's path): wait for both entries.
     type Entry = { callId?: string; decision?: string; code?: string; tier?: string };
     const read = async (): Promise<Entry[]> => (await redis.xrange(fleetKeys(fleet.prefix).audit, '-', '+')).map(([, fields]) => JSON.parse(fields[3] ?? '{}') as Entry);
-    let entries = await read();
-    while (!(entries.some((e) => e.callId === ok && e.decision === 'completed') && entries.some((e) => e.callId === bad && e.decision === 'failed'))) {
-      await new Promise((r) => setTimeout(r, 20));
-      entries = await read();
-    }
+    const entries = await until('the audit entries of both calls', async () => {
+      const found = await read();
+      return found.some((e) => e.callId === ok && e.decision === 'completed') && found.some((e) => e.callId === bad && e.decision === 'failed') && found;
+    });
     expect(entries).toEqual(expect.arrayContaining([expect.objectContaining({ callId: ok, decision: 'completed', tier: 'platform' })]));
     expect(entries).toEqual(expect.arrayContaining([expect.objectContaining({ callId: bad, decision: 'failed', code: 'RESOURCE_LIMIT' })]));
   });

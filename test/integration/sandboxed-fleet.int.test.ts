@@ -5,6 +5,7 @@ import { freePort } from '@forge-fleet/local-redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, TestFleet } from '../fixtures/fleet.js';
 import { sample } from '../fixtures/prometheus.js';
+import { until } from '../fixtures/wait.js';
 
 /**
  * The sandbox as the fleet runs it: a platform worker with FORGE_SANDBOX on
@@ -62,7 +63,7 @@ describe('a fleet whose platform worker sandboxes its handlers', () => {
     expect(startedBefore).toBeGreaterThanOrEqual(1);
     expect((await client.call('crash')).isError).toBe(true);
     // The dead process is counted, and its replacement.
-    for (let i = 0; i < 200 && (await counter('forge_sandbox_processes_started_total')) === startedBefore; i++) await new Promise((r) => setTimeout(r, 25));
+    await until('the replacement sandbox process to be counted', async () => (await counter('forge_sandbox_processes_started_total')) !== startedBefore);
     expect(await counter('forge_sandbox_processes_started_total')).toBe(startedBefore + 1);
     expect(await counter('forge_sandbox_processes_stopped_total', { reason: 'exited' })).toBeGreaterThanOrEqual(1);
   });

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { type CallEnvelope, fleetKeys, type ToolResult } from '@forge-fleet/shared';
+import { type CallEnvelope, type ToolResult } from '@forge-fleet/shared';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { AuditReader, CallStore, Catalog, publishReply, RedisAuditLogger, ReplyInbox, TierQueues } from '@forge-fleet/store';
+import { AuditReader, CallStore, Catalog, publishReply, RedisAuditLogger, ReplyInbox, TierQueues, fleetKeys } from '@forge-fleet/store';
 import { redisUrl } from '../fixtures/redis.js';
 
 const prefix = `st${randomUUID().slice(0, 8)}`;
@@ -10,6 +10,12 @@ const keys = fleetKeys(prefix);
 /** These calls' lane. */
 const L = 'platform';
 let redis: Redis;
+
+/** The replies about call `id` on dispatcher `dispatcher`'s reply list of lane L, oldest first. */
+async function told(dispatcher: string, id: string): Promise<unknown[]> {
+  const lines = await redis.lrange(keys.replies(L, dispatcher), 0, -1);
+  return lines.map((line) => JSON.parse(line) as { id: string }).filter((m) => m.id === id).reverse();
+}
 let store: CallStore;
 
 const envelope = (id: string, extra: Partial<CallEnvelope> = {}): CallEnvelope => ({
@@ -64,14 +70,16 @@ describe('CallStore (Lua transitions on a real Redis)', () => {
     expect((await store.get(id))?.status).toBe('running');
   });
 
-  it('finishes exactly once, naming the submitter then the watchers', async () => {
+  it('ends exactly once, telling the submitter and the watchers once each', async () => {
     const id = randomUUID();
     await create(id);
     await store.start(L, id, 'w1');
     await store.watch(id, 'd2');
     await store.watch(id, 'd1'); // the submitter is not added as a watcher
-    expect(await store.finish(L, id, 'completed', result(id))).toEqual(['d1', 'd2']);
-    expect(await store.finish(L, id, 'failed', result(id, 'second'))).toBeUndefined();
+    expect(await store.end(L, id, 'completed', result(id))).toBe(true);
+    expect(await store.end(L, id, 'failed', result(id, 'second'))).toBe(false);
+    expect(await told('d1', id)).toEqual([{ v: 1, id, status: 'completed', result: result(id) }]);
+    expect(await told('d2', id)).toEqual([{ v: 1, id, status: 'completed', result: result(id) }]);
     const record = await store.get(id);
     expect(record).toMatchObject({ status: 'completed', result: { content: 'ok' } });
     expect(await redis.exists(keys.watchers(L, id))).toBe(0);
@@ -80,7 +88,7 @@ describe('CallStore (Lua transitions on a real Redis)', () => {
   it('refuses to start what is final, cancelled, expired or missing', async () => {
     const done = randomUUID();
     await create(done);
-    await store.finish(L, done, 'completed', result(done));
+    await store.end(L, done, 'completed', result(done));
     expect((await store.start(L, done, 'w')).outcome).toBe('final');
     expect((await store.start(L, randomUUID(), 'w')).outcome).toBe('missing');
     const expired = randomUUID();
@@ -91,7 +99,8 @@ describe('CallStore (Lua transitions on a real Redis)', () => {
   it('cancels a queued call at once and flags a running one', async () => {
     const queued = randomUUID();
     await create(queued);
-    expect(await store.cancel(L, queued, result(queued, 'cancelled'))).toEqual({ state: 'cancelled', targets: ['d1'] });
+    expect(await store.cancel(L, queued, result(queued, 'cancelled'))).toEqual({ state: 'cancelled' });
+    expect(await told('d1', queued)).toEqual([{ v: 1, id: queued, status: 'cancelled', result: result(queued, 'cancelled') }]);
     expect((await store.start(L, queued, 'w')).outcome).toBe('final');
 
     const running = randomUUID();
@@ -127,7 +136,7 @@ describe('CallStore (Lua transitions on a real Redis)', () => {
     // A worker lost mid-call: the run that takes over starts with none.
     expect((await store.start(L, id, 'w3')).outcome).toBe('redelivered');
     expect((await store.get(id))?.progress).toBeUndefined();
-    await store.finish(L, id, 'completed', result(id));
+    await store.end(L, id, 'completed', result(id));
     expect(await store.progress(L, id, 'w3', progress)).toBeUndefined();
   });
 
@@ -139,21 +148,21 @@ describe('CallStore (Lua transitions on a real Redis)', () => {
     expect(await store.start(L, id, 'w', 'first')).toEqual({ outcome: 'started', starts: 1 });
   });
 
-  it('pushes the submitter\'s reply in the finishing step and names only the others', async () => {
+  it('pushes the submitter\'s reply in the ending step, and tells the others once each', async () => {
     const id = randomUUID();
     await create(id);
     await store.start(L, id, 'w1');
     await store.watch(id, 'd2');
-    expect(await store.finish(L, id, 'completed', result(id), { replyTo: 'd1' })).toEqual(['d2']);
-    const [pushed] = await redis.lrange(keys.replies(L, 'd1'), 0, -1);
-    expect(JSON.parse(pushed!)).toEqual({ v: 1, id, status: 'completed', result: result(id) });
+    expect(await store.end(L, id, 'completed', result(id), { replyTo: 'd1' })).toBe(true);
+    expect(await told('d1', id)).toEqual([{ v: 1, id, status: 'completed', result: result(id) }]);
+    expect(await told('d2', id)).toEqual([{ v: 1, id, status: 'completed', result: result(id) }]);
     expect(await redis.pttl(keys.replies(L, 'd1'))).toBeGreaterThan(0);
-    // A job naming another submitter than the record's pushes nothing itself.
+    // A job naming another submitter than the record's: the record's submitter is told, the named one is not.
     const other = randomUUID();
     await create(other);
-    expect(await store.finish(L, other, 'completed', result(other), { replyTo: 'd9' })).toEqual(['d1']);
+    expect(await store.end(L, other, 'completed', result(other), { replyTo: 'd9' })).toBe(true);
+    expect(await told('d1', other)).toHaveLength(1);
     expect(await redis.exists(keys.replies(L, 'd9'))).toBe(0);
-    await redis.del(keys.replies(L, 'd1'));
   });
 
   it('withdraws a queued call only under its own token and before any start', async () => {
@@ -172,7 +181,7 @@ describe('CallStore (Lua transitions on a real Redis)', () => {
     const id = randomUUID();
     await create(id);
     await store.start(L, id, 'w');
-    expect(await store.finish(L, id, 'failed', result(id), { onlyFrom: 'queued' })).toBeUndefined();
+    expect(await store.end(L, id, 'failed', result(id), { onlyFrom: 'queued' })).toBe(false);
     expect((await store.get(id))?.status).toBe('running');
   });
 
@@ -198,13 +207,13 @@ describe('CallStore (Lua transitions on a real Redis)', () => {
       expect(refused?.status === 'rejected' && String(refused.reason)).toContain('WRONGTYPE');
 
       await store.watch(ids[1]!, 'd2');
-      await store.finish(L, ids[2]!, 'failed', result(ids[2]!, 'first'));
+      await store.end(L, ids[2]!, 'failed', result(ids[2]!, 'first'));
+      await redis.del(keys.replies(L, 'd1'));
       runs.mockClear();
-      const finished = await Promise.all(ids.map((id) => batched.finish(L, id, 'completed', result(id, `done ${id}`), { replyTo: 'd1' })));
+      const finished = await Promise.all(ids.map((id) => batched.end(L, id, 'completed', result(id, `done ${id}`), { replyTo: 'd1' })));
       expect(runs).toHaveBeenCalledTimes(1);
-      expect(finished[0]).toEqual([]);
-      expect(finished[1]).toEqual(['d2']);
-      expect(finished[2]).toBeUndefined();
+      expect(finished).toEqual(ids.map((_, i) => i !== 2));
+      expect(await told('d2', ids[1]!)).toHaveLength(1);
       const records = await Promise.all(ids.map((id) => store.get(id)));
       records.forEach((record, i) => {
         if (i === 2) expect(record).toMatchObject({ status: 'failed', result: { content: 'first' } });

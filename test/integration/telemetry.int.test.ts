@@ -6,6 +6,7 @@ import { freePort } from '@forge-fleet/local-redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestFleet } from '../fixtures/fleet.js';
 import { sample } from '../fixtures/prometheus.js';
+import { until } from '../fixtures/wait.js';
 
 /** One span as an OTLP/HTTP JSON export carries it, with its process's service name. */
 interface ExportedSpan {
@@ -43,15 +44,6 @@ async function collector(): Promise<{ url: string; spans: ExportedSpan[]; server
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, spans, server };
 }
 
-async function until<T>(what: string, read: () => Promise<T | undefined> | T | undefined): Promise<T> {
-  for (let i = 0; i < 300; i++) {
-    const value = await read();
-    if (value !== undefined) return value;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
-
 /**
  * What operators see of a running fleet: Prometheus metrics on the dispatcher
  * and on each worker's own port, and one trace per call across the
@@ -76,7 +68,7 @@ describe('metrics and traces of a running fleet', () => {
     const dispatcher = await fleet.dispatcher({ ...tracing, FORGE_DEV_MODE: '0' });
     dispatcherUrl = dispatcher.url;
     agent = new FleetClient({ url: dispatcherUrl, token: await fleet.token({ subject: 'metrics-agent', scope: ['echo', 'fails', 'host_echo', 'confirm_echo'] }) });
-    await until('the worker metrics port', () => fetch(`${workerMetrics}/healthz`).then((r) => (r.ok ? true : undefined), () => undefined));
+    await until('the worker metrics port', async () => (await fetch(`${workerMetrics}/healthz`)).ok);
   });
 
   afterAll(async () => {

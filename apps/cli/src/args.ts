@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { ConfigInvalidError, ToolCallId } from '@forge-fleet/shared';
+import { assertToolPattern, ConfigInvalidError, isFleetError, ToolCallId } from '@forge-fleet/shared';
 
 /**
  * The command line itself is wrong (unknown command or option, a missing or
@@ -70,6 +70,27 @@ export function listOption(args: ParsedArgs, name: string): string[] | undefined
     ?.split(',')
     .map((s) => s.trim())
     .filter(Boolean);
+}
+
+/**
+ * A list of tool patterns (`--scope`, `--grant`), each checked with the rule
+ * the dispatcher applies to a token's scope and grants (`assertToolPattern`):
+ * a pattern it refuses would make every call the token sends fail at the
+ * approval step, so it is a wrong command line here, naming the pattern.
+ * @throws UsageError for a pattern that is not an exact tool name, `prefix.*` or `*`.
+ */
+export function toolPatternsOption(args: ParsedArgs, name: string, command: string, usage: string): string[] | undefined {
+  const patterns = listOption(args, name);
+  for (const pattern of patterns ?? []) {
+    try {
+      assertToolPattern(pattern);
+    } catch (error) {
+      const reason = isFleetError(error) && typeof error.details['reason'] === 'string' ? error.details['reason'] : `tool pattern ${JSON.stringify(pattern)} is invalid`;
+      const hint = pattern.includes('*') ? `; "*" stands alone or ends a pattern after a dot ("db.*" covers db.read and db.write); else list the exact names (--${name} a,b)` : '';
+      throw new UsageError(command, `--${name}: ${reason}${hint}`, usage, { cause: error });
+    }
+  }
+  return patterns;
 }
 
 /**

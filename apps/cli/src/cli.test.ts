@@ -80,6 +80,21 @@ describe('forge keys and tokens', () => {
     expect(claims.exp - Math.floor(Date.now() / 1000)).toBeLessThanOrEqual(600);
   });
 
+  it('refuses scope and grant patterns the dispatcher would refuse, naming the pattern, before minting anything', async () => {
+    for (const [flag, bad] of [['--grant', 'bar_*'], ['--grant', 'db.read_*'], ['--scope', '*.x'], ['--scope', 'with space'], ['--grant', 'a.*.b']] as const) {
+      const run = await forge(['token', 'mint', '--key', join(dir, 'token.key'), '--sub', 'a', flag, `ok.*, ${bad}`]);
+      expect(run.code, bad).toBe(2);
+      expect(run.stdout, bad).toBe('');
+      expect(run.stderr.split('\n')[0], bad).toBe(
+        `forge token mint: ${flag}: tool pattern ${JSON.stringify(bad)} is not an exact tool name, "prefix.*" or "*"${bad.includes('*') ? `; "*" stands alone or ends a pattern after a dot ("db.*" covers db.read and db.write); else list the exact names (${flag} a,b)` : ''}`,
+      );
+    }
+    // What the dispatcher accepts, this accepts: exact names, `prefix.*` and `*`.
+    const { code, stdout } = await forge(['token', 'mint', '--key', join(dir, 'token.key'), '--sub', 'a', '--scope', '*', '--grant', 'db.*, http_get, my-tool.v2']);
+    expect(code).toBe(0);
+    expect(await new TokenVerifier(readFileSync(join(dir, 'token.pub'), 'utf8')).verify(stdout.trim())).toMatchObject({ scope: ['*'], grants: ['db.*', 'http_get', 'my-tool.v2'] });
+  });
+
   it('refuses bad arguments with CONFIG_INVALID, exit status 2 and the usage; an unusable key file is exit status 1', async () => {
     const cases = [
       ['token', 'mint', '--sub', 'a'],
@@ -137,13 +152,13 @@ describe('forge tools, approvals and queues', () => {
     const now = Date.UTC(2026, 10, 30, 8);
     const decisions: [string, ApprovalDecisionRequest][] = [];
     const api: Partial<FleetApi> = {
-      approvals: () => Promise.resolve([{ id: 'c-1', tool: 'refund', arguments: {}, caller: 'agent-7', scope: 'billing', reason: 'needs a person', deadline: now + 90_000, createdAt: now }]),
+      approvals: () => Promise.resolve([{ id: 'c-1', tool: 'refund', arguments: { amount: 120 }, caller: 'agent-7', scope: 'billing', reason: 'needs a person', deadline: now + 90_000, createdAt: now }]),
       decide: (id, decision) => {
         decisions.push([id, decision]);
         return Promise.resolve<CallView>(decision.decision === 'deny' ? { id, status: 'failed' } : { id, status: 'queued' });
       },
     };
-    expect((await forge(['approvals'], { api })).stdout).toMatch(/\nc-1\s+refund\s+agent-7\s+billing\s+needs a person\s+in 1m30s\n$/);
+    expect((await forge(['approvals'], { api })).stdout).toMatch(/\nc-1\s+refund\s+\{"amount":120\}\s+agent-7\s+billing\s+needs a person\s+in 1m30s\n$/);
     expect((await forge(['approvals', 'approve', 'c-1'], { api })).stdout).toBe('approved c-1: queued\n');
     expect((await forge(['approvals', 'deny', 'c-1', '--reason', 'not now'], { api })).stdout).toBe('denied c-1: failed\n');
     const modified = await forge(['approvals', 'modify', 'c-1', '{"amount": 100}', '--reason', 'capped', '--json'], { api });
@@ -167,9 +182,9 @@ describe('forge tools, approvals and queues', () => {
   });
 
   it('prints queue statistics as a table, or the API answer with --json', async () => {
-    const stats: QueueStatsList = { at: 1, queues: [{ lane: 'platform', tier: 'platform', queue: '{forge.platform}', waiting: 2, active: 1, delayed: 0, failed: 0, workers: 3 }] };
+    const stats: QueueStatsList = { at: 1, queues: [{ lane: 'platform', tier: 'platform', queue: '{forge.platform}.p1', pack: 'p1', tools: ['echo'], waiting: 2, active: 1, delayed: 0, failed: 0, workers: 3, calls: { waiting: 70, active: 4 } }] };
     const api = { queues: () => Promise.resolve(stats) };
-    expect((await forge(['queues'], { api })).stdout).toMatch(/\nplatform\s+\{forge\.platform\}\s+2\s+1\s+0\s+0\s+3\n$/);
+    expect((await forge(['queues'], { api })).stdout).toMatch(/\nplatform\s+\{forge\.platform\}\.p1\s+2\s+1\s+0\s+0\s+3\s+70\s+4\s+echo\n$/);
     expect(JSON.parse((await forge(['queues', '--json'], { api })).stdout)).toEqual(stats);
   });
 });

@@ -1,5 +1,5 @@
 import { DEFAULT_FLEET_PREFIX, isFleetError, Role, TierInput } from '@forge-fleet/shared';
-import { callIdArgument, jsonObjectArgument, listOption, type OptionSpec, type ParsedArgs, parseCommandArgs, requiredOption, secondsOption, stringOption, UsageError } from './args.js';
+import { callIdArgument, jsonObjectArgument, type OptionSpec, type ParsedArgs, parseCommandArgs, requiredOption, secondsOption, stringOption, toolPatternsOption, UsageError } from './args.js';
 import { runApprovals, runDecide } from './commands/approvals.js';
 import { runCall } from './commands/call.js';
 import { initKeys, KEY_FILES, workerKey } from './commands/keys.js';
@@ -91,7 +91,8 @@ const COMMANDS: readonly Command[] = [
   fleetCommand(
     'approvals',
     `  forge approvals
-      calls waiting for a person (approver or admin token): id, tool, caller, scope, reason, deadline`,
+      calls waiting for a person (approver or admin token): id, tool, arguments (compact JSON, cut to fit), caller,
+      scope, reason, deadline`,
     {},
     [0, 0],
     (api, _args, json, ctx) => runApprovals(api, json, ctx),
@@ -182,8 +183,8 @@ const COMMANDS: readonly Command[] = [
       const ttl = Number(stringOption(args, 'ttl') ?? 3600);
       if (!Number.isInteger(ttl) || ttl <= 0) throw new UsageError(what, '--ttl must be a positive whole number of seconds', usage);
       const task = stringOption(args, 'task');
-      const scope = listOption(args, 'scope');
-      const grants = listOption(args, 'grant');
+      const scope = toolPatternsOption(args, 'scope', what, usage);
+      const grants = toolPatternsOption(args, 'grant', what, usage);
       const audience = stringOption(args, 'aud');
       const token = await mint(requiredOption(args, 'key', what, usage), {
         subject: requiredOption(args, 'sub', what, usage),

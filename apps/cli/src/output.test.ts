@@ -1,6 +1,6 @@
 import { parseToolDefinition, type PendingApproval, type ToolResult } from '@forge-fleet/shared';
 import { describe, expect, it } from 'vitest';
-import { approvalsTable, formatDuration, printable, queuesTable, relativeTime, resultText, table, toolsTable, truncate } from './output.js';
+import { ARGUMENTS_WIDTH, approvalsTable, argumentsText, formatDuration, printable, queuesTable, relativeTime, resultText, table, toolsTable, truncate } from './output.js';
 
 describe('tables', () => {
   it('aligns columns on the widest cell, two spaces apart, with no trailing spaces and `-` for empty cells', () => {
@@ -53,18 +53,30 @@ describe('command tables', () => {
     const now = Date.UTC(2026, 10, 30, 8);
     const pending: PendingApproval = { id: 'c-42', tool: 'refund', arguments: { amount: 120 }, caller: 'agent-7', scope: 'billing', reason: 'needs a person', deadline: now + 600_000, createdAt: now - 1000 };
     const [header, row] = approvalsTable([pending, { ...pending, id: 'c-43', caller: undefined, deadline: now - 5000 }], now).split('\n').slice(0, 2);
-    expect(header).toMatch(/^ID\s+TOOL\s+CALLER\s+SCOPE\s+REASON\s+DEADLINE$/);
-    expect(row).toMatch(/^c-42\s+refund\s+agent-7\s+billing\s+needs a person\s+in 10m00s$/);
-    expect(approvalsTable([{ ...pending, caller: undefined, deadline: now - 5000 }], now).split('\n')[1]).toMatch(/^c-42\s+refund\s+-\s+billing\s+needs a person\s+5s ago$/);
+    expect(header).toMatch(/^ID\s+TOOL\s+ARGUMENTS\s+CALLER\s+SCOPE\s+REASON\s+DEADLINE$/);
+    expect(row).toMatch(/^c-42\s+refund\s+\{"amount":120\}\s+agent-7\s+billing\s+needs a person\s+in 10m00s$/);
+    expect(approvalsTable([{ ...pending, caller: undefined, deadline: now - 5000 }], now).split('\n')[1]).toMatch(/^c-42\s+refund\s+\{"amount":120\}\s+-\s+billing\s+needs a person\s+5s ago$/);
     expect(approvalsTable([], now)).toBe('no calls are waiting for approval');
+  });
+
+  it('shows a waiting call\'s arguments as compact JSON on one line, cut to a width, with no control character', () => {
+    expect(argumentsText({ amount: 120, note: 'two\nlines' })).toBe('{"amount":120,"note":"two\\nlines"}');
+    expect(argumentsText({})).toBe('{}');
+    const long = argumentsText({ text: 'x'.repeat(500) });
+    expect(long).toHaveLength(ARGUMENTS_WIDTH);
+    expect(long).toMatch(/^\{"text":"x+…$/);
+    // A string that JSON leaves as it is (C1 controls, DEL) still cannot drive the terminal.
+    expect(argumentsText({ t: 'a\u009b2Jb\u007f' })).toBe('{"t":"a 2Jb "}');
+    const [, row] = approvalsTable([{ id: 'c-1', tool: 't', arguments: { text: 'y'.repeat(500) }, scope: 's', reason: 'r', deadline: 0, createdAt: 0 }], 0).split('\n');
+    expect(row).toContain(`{"text":"${'y'.repeat(ARGUMENTS_WIDTH - 10)}…`);
   });
 
   it('lists queues with their counts and live workers', () => {
     const lines = queuesTable([
-      { lane: 'host.payments', tier: 'host', pool: 'payments', queue: '{forge.host.payments}', waiting: 3, active: 1, delayed: 0, failed: 2, workers: 4 },
+      { lane: 'host.payments', tier: 'host', pool: 'payments', queue: '{forge.host.payments}.tools', tools: ['refund', 'charge'], waiting: 3, active: 1, delayed: 0, failed: 2, workers: 4, calls: { waiting: 130, active: 9 } },
     ]).split('\n');
-    expect(lines[0]).toMatch(/^LANE\s+QUEUE\s+WAITING\s+ACTIVE\s+DELAYED\s+FAILED\s+WORKERS$/);
-    expect(lines[1]).toMatch(/^host\.payments\s+\{forge\.host\.payments\}\s+3\s+1\s+0\s+2\s+4$/);
+    expect(lines[0]).toMatch(/^LANE\s+QUEUE\s+WAITING\s+ACTIVE\s+DELAYED\s+FAILED\s+WORKERS\s+CALLS WAITING\s+CALLS ACTIVE\s+TOOLS$/);
+    expect(lines[1]).toMatch(/^host\.payments\s+\{forge\.host\.payments\}\.tools\s+3\s+1\s+0\s+2\s+4\s+130\s+9\s+refund,charge$/);
     expect(queuesTable([])).toMatch(/no queues/);
   });
 

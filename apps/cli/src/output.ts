@@ -3,6 +3,9 @@ import type { PendingApproval, QueueStats, ToolDefinition, ToolResult } from '@f
 /** Longest description `forge tools` shows (the whole text is in `--json`). */
 export const DESCRIPTION_WIDTH = 60;
 
+/** Longest arguments `forge approvals` shows, as compact JSON (the whole object is in `--json`). */
+export const ARGUMENTS_WIDTH = 60;
+
 // C0 and C1 control characters, DEL included: what a terminal may read as a command.
 // eslint-disable-next-line no-control-regex
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/g;
@@ -67,21 +70,45 @@ export function toolsTable(tools: readonly ToolDefinition[]): string {
   );
 }
 
-/** `forge approvals`: one line per waiting call, deadlines relative to `now`. */
+/**
+ * A call's arguments on one line: compact JSON, made {@link printable} (an
+ * escape sequence inside a string value is still text to the terminal), cut
+ * to `width` with `…`.
+ */
+export function argumentsText(args: Readonly<Record<string, unknown>>, width = ARGUMENTS_WIDTH): string {
+  return truncate(printable(JSON.stringify(args)), width);
+}
+
+/** `forge approvals`: one line per waiting call, with the arguments it would run with, deadlines relative to `now`. */
 export function approvalsTable(approvals: readonly PendingApproval[], now: number): string {
   if (approvals.length === 0) return 'no calls are waiting for approval';
   return table(
-    ['ID', 'TOOL', 'CALLER', 'SCOPE', 'REASON', 'DEADLINE'],
-    approvals.map((a) => [a.id, a.tool, a.caller ?? '', a.scope, a.reason, relativeTime(a.deadline, now)]),
+    ['ID', 'TOOL', 'ARGUMENTS', 'CALLER', 'SCOPE', 'REASON', 'DEADLINE'],
+    approvals.map((a) => [a.id, a.tool, argumentsText(a.arguments), a.caller ?? '', a.scope, a.reason, relativeTime(a.deadline, now)]),
   );
 }
 
-/** `forge queues`: one line per tier or pool queue. */
+/**
+ * `forge queues`: one line per tool pack's queue. Counts are jobs, then
+ * calls: calls admitted together travel as one job, so under load a job may
+ * stand for many calls.
+ */
 export function queuesTable(queues: readonly QueueStats[]): string {
   if (queues.length === 0) return 'no queues: no worker has announced tools yet';
   return table(
-    ['LANE', 'QUEUE', 'WAITING', 'ACTIVE', 'DELAYED', 'FAILED', 'WORKERS'],
-    queues.map((q) => [q.lane, q.queue, String(q.waiting), String(q.active), String(q.delayed), String(q.failed), String(q.workers)]),
+    ['LANE', 'QUEUE', 'WAITING', 'ACTIVE', 'DELAYED', 'FAILED', 'WORKERS', 'CALLS WAITING', 'CALLS ACTIVE', 'TOOLS'],
+    queues.map((q) => [
+      q.lane,
+      q.queue,
+      String(q.waiting),
+      String(q.active),
+      String(q.delayed),
+      String(q.failed),
+      String(q.workers),
+      q.calls === undefined ? '' : String(q.calls.waiting),
+      q.calls === undefined ? '' : String(q.calls.active),
+      truncate((q.tools ?? []).join(','), 60),
+    ]),
   );
 }
 

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { fleetKeys, type RedisTarget, ScopeRegistry, type TokenVerifier, ToolScope } from '@forge-fleet/shared';
+import { type RedisTarget, ScopeRegistry, type TokenVerifier, ToolScope } from '@forge-fleet/shared';
 import { FleetMetrics, MeteredAuditLogger, ToolTracer, type Tracing } from '@forge-fleet/telemetry';
-import { AuditReader, CallStore, Catalog, closeRedis, connectRedis, KeyChecks, QueueStatsReader, RedisAuditLogger, RedisRiskSignalQueue, ReplyInbox, TierQueues } from '@forge-fleet/store';
+import { AuditReader, CallStore, Catalog, closeRedis, connectRedis, KeyChecks, McpCancelRelay, QueueStatsReader, RedisAuditLogger, RedisRiskSignalQueue, ReplyInbox, TierQueues, fleetKeys } from '@forge-fleet/store';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { buildApp } from './app.js';
@@ -11,7 +11,6 @@ import { DecisionAudit } from './audit/decisions.js';
 import { Authenticator } from './auth/authenticator.js';
 import { CatalogView } from './catalog/catalog-view.js';
 import { type ArgumentLimits, DEFAULT_ARGUMENT_LIMITS } from './limits/arguments.js';
-import { RedisMcpCancelBus } from './mcp/cancel-bus.js';
 import { CallService } from './pipeline/call-service.js';
 import { PackRouter } from './routing/pack-router.js';
 import { StrandedCalls } from './routing/stranded-calls.js';
@@ -94,7 +93,6 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
   catalog.onRead(() => void keyChecks.publish(catalog.lanes()));
   const calls = new CallService({
     dispatcherId: id,
-    redis,
     keys,
     store,
     queues,
@@ -111,7 +109,7 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
     tracer: o.tracing === undefined ? undefined : ToolTracer.of(o.tracing),
   });
   const approvals = new ApprovalService({ store, queues, signer, catalog, router, audit, log });
-  await catalog.start({ subscriber, channel: keys.catalogChannel });
+  await catalog.start({ subscriber });
   inbox.start();
   approvals.start();
   let shuttingDown = false;
@@ -129,7 +127,7 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
     auditReader: new AuditReader(auditConnection ?? redis, keys),
     queueStats,
     metrics,
-    mcpCancelBus: new RedisMcpCancelBus(redis, subscriber, keys.mcpCancelChannel, id, log),
+    mcpCancelBus: new McpCancelRelay(redis, subscriber, keys.mcpCancelChannel, id, log),
   });
   let closed: Promise<void> | undefined;
   return {

@@ -1,3 +1,4 @@
+import type { ConfigInvalidError } from '@forge-fleet/shared';
 import { describe, expect, it } from 'vitest';
 import { parseDispatcherEnv } from './env.js';
 
@@ -31,5 +32,28 @@ describe('dispatcher environment', () => {
     expect(() => parseDispatcherEnv({ ...dev, FORGE_SCOPES: '{nope' })).toThrow(/FORGE_SCOPES: is not valid JSON/);
     expect(() => parseDispatcherEnv({ ...dev, PORT: 'eighty' })).toThrow(/PORT/);
     expect(() => parseDispatcherEnv({ ...dev, FORGE_DEV_MODE: 'yes' })).toThrow(/FORGE_DEV_MODE/);
+  });
+
+  it('refuses a JSON setting of the wrong shape or with a bad tool pattern as CONFIG_INVALID, naming the variable, the place and the shape', () => {
+    const problems = (env: Record<string, string>): readonly string[] => {
+      try {
+        parseDispatcherEnv({ ...dev, ...env });
+      } catch (error) {
+        expect(error).toMatchObject({ code: 'CONFIG_INVALID' });
+        return (error as ConfigInvalidError).details['problems'] as string[];
+      }
+      throw new Error(`accepted ${JSON.stringify(env)}`);
+    };
+    const scopesShape = 'it takes a JSON object of task types to arrays of tool patterns (names, "prefix.*" or "*"), e.g. {"research": ["search.*", "clock"]}';
+    expect(problems({ FORGE_SCOPES: '{"research":["search.*","bar_*"]}' })).toEqual([`FORGE_SCOPES.research.1: tool pattern "bar_*" is not an exact tool name, "prefix.*" or "*"; ${scopesShape}`]);
+    expect(problems({ FORGE_SCOPES: '["search.*"]' })).toEqual([`FORGE_SCOPES: Invalid input: expected record, received array; ${scopesShape}`]);
+    expect(problems({ FORGE_SCOPES: '{"research":"search.*"}' })).toEqual([`FORGE_SCOPES.research: Invalid input: expected array, received string; ${scopesShape}`]);
+    expect(problems({ FORGE_SCOPES: '{nope' })[0]).toMatch(/^FORGE_SCOPES: is not valid JSON \(.+\); it takes a JSON object/);
+    expect(problems({ FORGE_DEFAULT_SCOPE: '["clock", "*.x"]' })).toEqual([
+      'FORGE_DEFAULT_SCOPE.1: tool pattern "*.x" is not an exact tool name, "prefix.*" or "*"; it takes a JSON array of tool patterns (names, "prefix.*" or "*"), e.g. ["*"] or ["search.*", "clock"]',
+    ]);
+    expect(problems({ FORGE_DEFAULT_SCOPE: '"*"' })[0]).toMatch(/^FORGE_DEFAULT_SCOPE: Invalid input: expected array, received string; it takes a JSON array/);
+    // Both at once: every problem is reported, each with its variable.
+    expect(problems({ FORGE_SCOPES: '[]', FORGE_DEFAULT_SCOPE: '{}' }).map((p) => p.split(':')[0])).toEqual(['FORGE_SCOPES', 'FORGE_DEFAULT_SCOPE']);
   });
 });

@@ -1,22 +1,33 @@
 import { envInt, FleetEnv, parseConfig, RedisUrl, textFromEnv } from '@forge-fleet/shared';
 import { z } from 'zod';
+import { ToolPattern } from './approvals/policy-file.js';
 
-
-/** JSON in an environment variable, parsed then checked by `schema`. */
-function json<T extends z.ZodType>(schema: T, fallback: z.input<T>) {
+/**
+ * JSON in an environment variable, parsed then checked by `schema`. Every
+ * problem becomes an issue at the variable (and the path inside its value),
+ * with the shape it should have, so a bad value stops the dispatcher with
+ * one `CONFIG_INVALID` line naming it.
+ *
+ * @param expected what the variable takes, for the message: `a JSON array of tool patterns, e.g. ["*"]`.
+ */
+function json<T extends z.ZodType>(schema: T, fallback: z.output<T>, expected: string) {
   return z
     .string()
     .optional()
-    .transform((text, ctx) => {
+    .transform((text, ctx): z.output<T> => {
       if (text === undefined || text.trim() === '') return fallback;
+      let value: unknown;
       try {
-        return JSON.parse(text) as unknown;
-      } catch {
-        ctx.addIssue({ code: 'custom', message: 'is not valid JSON' });
+        value = JSON.parse(text);
+      } catch (error) {
+        ctx.addIssue({ code: 'custom', message: `is not valid JSON (${error instanceof Error ? error.message : String(error)}); it takes ${expected}` });
         return z.NEVER;
       }
-    })
-    .pipe(schema);
+      const parsed = schema.safeParse(value);
+      if (parsed.success) return parsed.data;
+      for (const issue of parsed.error.issues) ctx.addIssue({ code: 'custom', path: issue.path, message: `${issue.message}; it takes ${expected}` });
+      return z.NEVER;
+    });
 }
 
 /** The dispatcher's environment. Parsed once in main.ts; nothing else reads `process.env`. */
@@ -62,9 +73,9 @@ export const DispatcherEnv = FleetEnv.extend({
     .default('')
     .transform((v) => v === '1' || v === 'true'),
   /** Scopes per task type (a token's `task` claim; `x-forge-task` in dev mode): `{"research": ["search.*", "clock"]}`. */
-  FORGE_SCOPES: json(z.record(z.string().min(1), z.array(z.string())), {}),
+  FORGE_SCOPES: json(z.record(z.string().min(1), z.array(ToolPattern)), {}, 'a JSON object of task types to arrays of tool patterns (names, "prefix.*" or "*"), e.g. {"research": ["search.*", "clock"]}'),
   /** Scope of callers that name no task type, as patterns; `["*"]` admits everything. @defaultValue ["*"] */
-  FORGE_DEFAULT_SCOPE: json(z.array(z.string()), ['*']),
+  FORGE_DEFAULT_SCOPE: json(z.array(ToolPattern), ['*'], 'a JSON array of tool patterns (names, "prefix.*" or "*"), e.g. ["*"] or ["search.*", "clock"]'),
   /**
    * A policy file (JSON or YAML; see approvals/policy-file.ts): approval handler,
    * tools that need a person, deadlines, scopes. Replaces FORGE_APPROVAL,

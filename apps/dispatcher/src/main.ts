@@ -19,6 +19,24 @@ function policyOf(env: Readonly<DispatcherEnv>): LoadedPolicy {
   return loadPolicyFile(env.FORGE_POLICY_FILE);
 }
 
+/**
+ * Why the HTTP port could not be opened, as a setting to change (one line from runMain) rather than Node's
+ * stack trace; other failures are returned as they are.
+ */
+function listenFailure(error: unknown, env: Pick<DispatcherEnv, 'PORT' | 'HOST'>): unknown {
+  const code = typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined;
+  const where = `${env.HOST.includes(':') ? `[${env.HOST}]` : env.HOST}:${env.PORT}`;
+  const problem =
+    code === 'EADDRINUSE'
+      ? `PORT: ${where} is in use (another process listens there); set PORT to a free port, or stop that process`
+      : code === 'EACCES'
+        ? `PORT: not allowed to listen on ${where} (ports below 1024 need privileges); set PORT to a port above 1023`
+        : code === 'EADDRNOTAVAIL'
+          ? `HOST: ${env.HOST} is not an address of this machine; set HOST=127.0.0.1 (this machine only) or 0.0.0.0 (every interface)`
+          : undefined;
+  return problem === undefined ? error : new ConfigInvalidError('dispatcher environment', [problem], { cause: error });
+}
+
 runMain('forge-dispatcher', async () => {
   const env = parseDispatcherEnv(process.env);
   const signingSecret = secretFromEnv(process.env, 'FORGE_SIGNING_SECRET', 'dispatcher environment');
@@ -50,7 +68,14 @@ runMain('forge-dispatcher', async () => {
     log,
     tracing,
   });
-  const address = await dispatcher.app.listen({ port: env.PORT, host: env.HOST });
+  let address: string;
+  try {
+    address = await dispatcher.app.listen({ port: env.PORT, host: env.HOST });
+  } catch (error) {
+    await dispatcher.close().catch(() => undefined);
+    await tracing.shutdown().catch(() => undefined);
+    throw listenFailure(error, env);
+  }
   if (env.FORGE_DEV_MODE) log.warn('FORGE_DEV_MODE is on: requests without a token are served as an anonymous agent');
   log.info({ address, id: dispatcher.id }, 'dispatcher listening');
   return { log, stop: () => dispatcher.close().finally(() => tracing.shutdown()), forceExitAfterMs: env.FORGE_SHUTDOWN_GRACE_MS };

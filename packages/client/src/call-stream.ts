@@ -1,6 +1,7 @@
+import type { Socket } from 'node:net';
 import { PassThrough } from 'node:stream';
 import { type CallView, CallView as CallViewSchema, lineReader } from '@forge-fleet/shared';
-import { type Agent, request } from 'undici';
+import { buildConnector, Client, request } from 'undici';
 import { errorFrom, errorOfAnswer } from './errors.js';
 
 /** A call waiting for its answer: what was sent, and whom to tell. */
@@ -21,7 +22,6 @@ export type StreamLoss =
 
 export interface CallStreamOptions<C extends StreamedCall> {
   readonly url: string;
-  readonly agent: Agent;
   readonly headers: Record<string, string>;
   /** Calls the stream gives back unanswered (see StreamLoss). */
   readonly onLoss: (calls: readonly C[], loss: StreamLoss) => void;
@@ -42,6 +42,13 @@ const STREAM_START_TIMEOUT_MS = 10_000;
  * answers come back as lines of the response as each call ends. An agent
  * whose calls end a few at a time would otherwise send a request — and the
  * dispatcher handle one — for every one or two calls.
+ *
+ * A stream has a connection of its own, so that while it waits idle for the
+ * next call (up to {@link STREAM_IDLE_MS}) neither its socket nor its timer
+ * keeps the process alive: a script whose last call was answered exits at
+ * once instead of when the idle stream ends. (undici unrefs idle keep-alive
+ * sockets itself, but a stream is a request in flight, which it keeps ref'd,
+ * and it does not say which of a pool's sockets carries a request.)
  */
 export class CallStream<C extends StreamedCall = StreamedCall> {
   readonly #o: CallStreamOptions<C>;
@@ -57,9 +64,21 @@ export class CallStream<C extends StreamedCall = StreamedCall> {
   #ending = false;
   #finished = false;
   #idle: NodeJS.Timeout | undefined;
+  readonly #connection: Client;
+  /** This stream's socket, once connected: ref'd while calls wait for answers, unref'd while idle. */
+  #socket: Socket | undefined;
 
   constructor(options: CallStreamOptions<C>) {
     this.#o = options;
+    const connect = buildConnector({});
+    this.#connection = new Client(new URL(options.url).origin, {
+      pipelining: 1,
+      connect: (opts, callback) =>
+        connect(opts, (...args) => {
+          if (args[1] !== null) this.#socket = args[1];
+          callback(...args);
+        }),
+    });
     void this.#run();
   }
 
@@ -70,6 +89,7 @@ export class CallStream<C extends StreamedCall = StreamedCall> {
 
   send(call: C): void {
     clearTimeout(this.#idle);
+    this.#socket?.ref();
     const sent = { call, line: ++this.#lines };
     const same = this.#pending.get(call.body.id);
     if (same === undefined) this.#pending.set(call.body.id, [sent]);
@@ -85,10 +105,11 @@ export class CallStream<C extends StreamedCall = StreamedCall> {
     if (this.#count === 0) this.#endBody();
   }
 
-  /** Ends at once; calls still unanswered are given back as lost. */
-  close(): void {
+  /** Ends at once; calls still unanswered are given back as lost. Resolves once its connection is closed. */
+  async close(): Promise<void> {
     this.#ending = true;
     this.#body.destroy();
+    await this.#connection.destroy().catch(() => undefined);
   }
 
   #flush(): void {
@@ -106,7 +127,11 @@ export class CallStream<C extends StreamedCall = StreamedCall> {
   #answered(): void {
     if (this.#count > 0) return;
     if (this.#ending || !this.accepting) this.#endBody();
-    else this.#idle = setTimeout(() => this.retire(), STREAM_IDLE_MS);
+    else {
+      // Idle: open for the next call, but not a reason for the process to stay (see the class comment).
+      this.#idle = setTimeout(() => this.retire(), STREAM_IDLE_MS).unref();
+      this.#socket?.unref();
+    }
   }
 
   #giveBack(loss: StreamLoss): void {
@@ -167,7 +192,7 @@ export class CallStream<C extends StreamedCall = StreamedCall> {
     try {
       const response = await request(this.#o.url, {
         method: 'POST',
-        dispatcher: this.#o.agent,
+        dispatcher: this.#connection,
         headers: { ...this.#o.headers, 'content-type': 'application/x-ndjson' },
         body: this.#body,
       });
@@ -194,6 +219,7 @@ export class CallStream<C extends StreamedCall = StreamedCall> {
       clearTimeout(this.#idle);
       this.#finished = true;
       if (!this.#body.destroyed) this.#body.destroy();
+      void this.#connection.close().catch(() => undefined);
       this.#o.onEnd();
     }
   }

@@ -37,7 +37,7 @@ export interface FleetClientOptions {
   readonly token?: string;
   /** Dev mode only (anonymous callers): sent as `x-forge-task` to pick the scope. Token holders get theirs from the token. */
   readonly task?: string;
-  /** Keep-alive connections to the dispatcher. @defaultValue 64 */
+  /** Keep-alive connections to the dispatcher (each open call stream has one more of its own). @defaultValue 64 */
   readonly connections?: number;
   /** Default for {@link CallOptions.timeoutMs}. @defaultValue 60000 */
   readonly timeoutMs?: number;
@@ -234,11 +234,15 @@ export class FleetClient {
     return QueueStatsList.parse(await this.#send('GET', '/v1/queues', undefined, undefined, true));
   }
 
-  /** Closes the keep-alive connections (and call streams; calls still on them are given up). */
+  /**
+   * Closes the keep-alive connections (and call streams; calls still on them
+   * are given up). A script need not call it to exit: idle connections and
+   * idle call streams do not keep the process alive.
+   */
   async close(): Promise<void> {
-    for (const stream of this.#streams.values()) stream.close();
+    const streams = [...this.#streams.values()];
     this.#streams.clear();
-    await this.#agent.close();
+    await Promise.all([...streams.map((stream) => stream.close()), this.#agent.close()]);
   }
 
   #enqueue(body: Record<string, unknown>, waitMs: number): Promise<CallView> {
@@ -279,7 +283,6 @@ export class FleetClient {
       const query = waitMs > 0 ? `?wait=${waitMs}` : '';
       const opened: CallStream<Streamed> = new CallStream<Streamed>({
         url: `${this.#bases[this.#current]}/v1/calls/stream${query}`,
-        agent: this.#agent,
         headers: this.#headers,
         onLoss: (calls, loss) => void this.#streamLoss(calls, loss, waitMs),
         onEnd: () => {

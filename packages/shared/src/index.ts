@@ -98,7 +98,7 @@ export { lineReader } from './wire/lines.js';
 export { deriveQueueKey, keyCheck, signEnvelope, envelopeForgery, SIGNATURE_ALGORITHM, MIN_KEY_BYTES } from './signing/call-signature.js';
 
 // queues
-export { queueName, laneOf, packQueueName, fleetKeys, DEFAULT_FLEET_PREFIX, FLEET_PREFIX_PATTERN, type FleetKeys } from './queues/names.js';
+export { queueName, laneOf, DEFAULT_FLEET_PREFIX, FLEET_PREFIX_PATTERN } from './queues/names.js';
 
 // config
 export { parseConfig, FleetEnv, envInt } from './config/parse.js';

@@ -1,4 +1,5 @@
-import type { AuditDecision, AuditEntry, AuditLogger, AuditRejectionCategory, FleetKeys, RiskSignal, RiskSignalQueue } from '@forge-fleet/shared';
+import type { AuditDecision, AuditEntry, AuditLogger, AuditRejectionCategory, RiskSignal, RiskSignalQueue } from '@forge-fleet/shared';
+import { type FleetKeys } from './keys.js';
 import type { RedisConnection } from './redis.js';
 import { batchScript, luaScript } from './scripts.js';
 import { StepBatch } from './step-batch.js';

@@ -1,7 +1,8 @@
 import { hash } from 'node:crypto';
-import { CallEnvelope, stableStringify, CallProgress, type CallStatus, CallStatus as CallStatusSchema, type CallView, type FleetKeys, ToolResult } from '@forge-fleet/shared';
+import { CallEnvelope, stableStringify, CallProgress, type CallStatus, CallStatus as CallStatusSchema, type CallView, ToolResult } from '@forge-fleet/shared';
+import { type FleetKeys } from './keys.js';
 import type { RedisConnection } from './redis.js';
-import { publishReply, REPLY_LIST_TTL_MS } from './replies.js';
+import { REPLY_LIST_TTL_MS, ReplyPublisher } from './replies.js';
 import { ADOPT_CALL, APPROVE_CALL, batchScript, CANCEL_CALL, CREATE_CALL, FINISH_CALL, luaScript, PROGRESS_CALL, REQUEUE_CALL, START_CALL, VOID_CALL, WATCH_CALL } from './scripts.js';
 import { StepBatch } from './step-batch.js';
 
@@ -118,6 +119,18 @@ export function requestHash(name: string, args: unknown): string {
   return hash('sha256', `${name}\n${stableStringify(args)}`, 'base64url');
 }
 
+/** How {@link CallStore.end} ends a call. */
+export interface EndOptions {
+  /** End it only from this status. */
+  readonly onlyFrom?: CallStatus | undefined;
+  /** The submitter named in the call's envelope: its reply is pushed in the ending step itself. */
+  readonly replyTo?: string | undefined;
+  /** The result, already serialised (a worker checks its size first). */
+  readonly resultJson?: string | undefined;
+  /** Runs the ending step (a worker's retries it through a Redis outage). @defaultValue runs it once */
+  readonly step?: (<T>(transition: () => Promise<T>) => Promise<T>) | undefined;
+}
+
 /** The view the HTTP API answers with. */
 export function viewOf(record: CallRecord): CallView {
   return {
@@ -136,6 +149,8 @@ export function viewOf(record: CallRecord): CallView {
  */
 export class CallStore {
   readonly #redis: RedisConnection;
+  /** Tells waiting dispatchers that a call ended (see end). */
+  readonly #replies: ReplyPublisher;
   readonly #keys: FleetKeys;
   readonly #retentionMs: number;
   readonly #create;
@@ -153,6 +168,7 @@ export class CallStore {
   /** @param retentionMs how long records (and results) are kept after their last change. */
   constructor(redis: RedisConnection, keys: FleetKeys, retentionMs: number) {
     this.#redis = redis;
+    this.#replies = new ReplyPublisher(redis, keys);
     this.#keys = keys;
     this.#retentionMs = retentionMs;
     this.#create = luaScript<0 | string>(redis, 'forgeCreateCall', 2, CREATE_CALL);
@@ -235,13 +251,17 @@ export class CallStore {
   }
 
   /**
-   * Ends the call with its result, once. Returns the dispatcher ids still to
-   * notify, or `undefined` when the call had already ended (or was not in
-   * `onlyFrom`). With `replyTo` (the submitter named in the call's envelope),
-   * the submitter's reply is pushed in the same step and left out of the
-   * returned ids.
+   * Ends a call exactly once and tells every dispatcher waiting for it: the
+   * record's final transition (its script; with `onlyFrom`, only from that
+   * status), the submitter's reply in the same step when `replyTo` names it
+   * (saving a round trip on the hot path), the other waiters' replies after.
+   * This is the one way a call ends, from its worker or from outside it (an
+   * expiry, a denial, a failed enqueue, a cancellation of a queued call).
+   * `step` wraps the transition (a worker retries it through a Redis outage);
+   * the replies are sent once, after it lands.
+   * @returns false when the call had already ended (or was not in `onlyFrom`): nothing was written or sent.
    */
-  async finish(lane: string, id: string, status: CallStatus, result: ToolResult, options: { onlyFrom?: CallStatus; replyTo?: string; resultJson?: string } = {}): Promise<string[] | undefined> {
+  async end(lane: string, id: string, status: CallStatus, result: ToolResult, options: EndOptions = {}): Promise<boolean> {
     // A caller that has already serialised the result (to check its size) passes the text along.
     const resultJson = options.resultJson ?? JSON.stringify(result);
     const keys = [this.#keys.call(lane, id), this.#keys.watchers(lane, id)];
@@ -251,19 +271,10 @@ export class CallStore {
       // The ReplyMessage, spliced around the result's JSON instead of serialising the result twice.
       args.push(`{"v":1,"id":${JSON.stringify(id)},"status":"${status}","result":${resultJson}}`, options.replyTo, REPLY_LIST_TTL_MS);
     }
-    const targets = await this.#finish(keys, args);
-    return targets === null ? undefined : targets;
-  }
-
-  /**
-   * Ends a call from outside its worker (an expiry, a denial, a failed
-   * enqueue) and tells every dispatcher waiting for it.
-   * @returns false when the call had already ended (or was not in `onlyFrom`): nothing was written or sent.
-   */
-  async end(lane: string, id: string, status: CallStatus, result: ToolResult, options: { onlyFrom?: CallStatus } = {}): Promise<boolean> {
-    const targets = await this.finish(lane, id, status, result, options);
-    if (targets === undefined) return false;
-    await publishReply(this.#redis, this.#keys, lane, targets, { v: 1, id, status, result });
+    const transition = () => this.#finish(keys, args);
+    const targets = await (options.step === undefined ? transition() : options.step(transition));
+    if (targets === null) return false;
+    if (targets.length > 0) await this.#replies.publish(lane, targets, { v: 1, id, status, result });
     return true;
   }
 
@@ -316,12 +327,33 @@ export class CallStore {
   }
 
   /**
-   * Cancels a call: a queued one ends now (returns who to notify), a running
-   * one is flagged for its worker.
+   * Cancels a call: a queued one ends now, and every dispatcher waiting for
+   * it is told; a running one is flagged, and its lane's workers are told to
+   * stop it (see {@link signalCancel}).
    */
-  async cancel(lane: string, id: string, cancelledResult: ToolResult): Promise<{ state: 'missing' | 'final' | 'running' } | { state: 'cancelled'; targets: string[] }> {
+  async cancel(lane: string, id: string, cancelledResult: ToolResult): Promise<{ state: 'missing' | 'final' | 'running' | 'cancelled' }> {
     const [state, ...targets] = await this.#cancel([this.#keys.call(lane, id), this.#keys.watchers(lane, id)], [JSON.stringify(cancelledResult), Date.now(), this.#retentionMs]);
-    if (state === 'cancelled') return { state, targets };
-    return { state: state as 'missing' | 'final' | 'running' };
+    if (state === 'cancelled') await this.#replies.publish(lane, targets, { v: 1, id, status: 'cancelled', result: cancelledResult });
+    return { state: state as 'missing' | 'final' | 'running' | 'cancelled' };
   }
+
+  /**
+   * Hears the cancel signals of one lane's calls on `subscriber` (a
+   * connection in subscriber mode, which may carry other channels too).
+   * Cancellation is rare: one broadcast channel per lane, heard by every
+   * worker of the lane, is enough.
+   */
+  static async onCancelSignal(subscriber: RedisConnection, keys: FleetKeys, lane: string, onCancel: (callId: string) => void): Promise<void> {
+    const channel = keys.cancelChannel(lane);
+    subscriber.on('message', (heard: string, callId: string) => {
+      if (heard === channel) onCancel(callId);
+    });
+    await subscriber.subscribe(channel);
+  }
+
+  /** Tells the lane's workers to stop a running call (its handler's signal fires; its worker then ends it). */
+  async signalCancel(lane: string, id: string): Promise<void> {
+    await this.#redis.publish(this.#keys.cancelChannel(lane), id);
+  }
+
 }

@@ -1,4 +1,5 @@
-import { type FleetKeys, packQueueName, RegistryError, stableStringify, type ToolDefinition } from '@forge-fleet/shared';
+import { RegistryError, stableStringify, type ToolDefinition } from '@forge-fleet/shared';
+import { type FleetKeys, packQueueName } from './keys.js';
 import { laneQueueName, parseLane } from './lanes.js';
 import { definitionHash, packJson, packOf, parsePack, type ToolPack } from './packs.js';
 import type { RedisConnection } from './redis.js';
@@ -106,6 +107,19 @@ export class Catalog {
     await pipeline.exec();
   }
 
+  /**
+   * Hears workers joining and leaving (their announcements with `notify`,
+   * their withdrawals) on `subscriber`, a connection in subscriber mode that
+   * may carry other channels too.
+   */
+  async onChange(subscriber: RedisConnection, listener: () => void): Promise<void> {
+    const channel = this.#keys.catalogChannel;
+    subscriber.on('message', (heard: string) => {
+      if (heard === channel) listener();
+    });
+    await subscriber.subscribe(channel);
+  }
+
   /** How many workers hold a live lease on a pack, read now (not from any cache). */
   async liveWorkers(lane: string, pack: string, now = Date.now()): Promise<number> {
     return this.#redis.zcount(this.#keys.catalogPackLeases(lane, pack), now, '+inf');
@@ -141,15 +155,26 @@ export class Catalog {
           else packs.push({ ...pack, lane, queue: packQueueName(laneQueueName(this.#keys.prefix, lane), id) });
         }
     });
-    // Per pack: live workers, and its queue's backlog (BullMQ's lists, read directly: one command each).
-    const counts = this.#redis.pipeline();
-    for (const p of packs) {
-      const q = `${this.#keys.prefix}:${p.queue}`;
-      counts.zcount(this.#keys.catalogPackLeases(p.lane, p.id), now, '+inf').llen(`${q}:wait`).zcard(`${q}:delayed`).llen(`${q}:active`);
-    }
-    const read = packs.length === 0 ? [] : ((await counts.exec()) ?? []);
-    const number = (i: number): number => Number(read[i]?.[1] ?? 0);
-    const entries: PackEntry[] = packs.map((p, i) => ({ ...p, liveWorkers: number(4 * i), waiting: number(4 * i + 1), delayed: number(4 * i + 2), active: number(4 * i + 3) }));
+    // Per pack: live workers (the catalog's slot), and its queue's backlog (BullMQ's lists, read directly: one command
+    // each, in its lane's slot). One pipeline per slot, as a Redis Cluster requires; all in parallel.
+    const leases = this.#redis.pipeline();
+    for (const p of packs) leases.zcount(this.#keys.catalogPackLeases(p.lane, p.id), now, '+inf');
+    const byLane = new Map<string, number[]>();
+    packs.forEach((p, i) => byLane.set(p.lane, [...(byLane.get(p.lane) ?? []), i]));
+    const backlog: number[][] = packs.map(() => [0, 0, 0]);
+    const [live] = await Promise.all([
+      packs.length === 0 ? Promise.resolve([]) : leases.exec().then((r) => r ?? []),
+      ...[...byLane.values()].map(async (indexes) => {
+        const reads = this.#redis.pipeline();
+        for (const i of indexes) {
+          const q = `${this.#keys.prefix}:${packs[i]!.queue}`;
+          reads.llen(`${q}:wait`).zcard(`${q}:delayed`).llen(`${q}:active`);
+        }
+        const read = (await reads.exec()) ?? [];
+        indexes.forEach((i, k) => (backlog[i] = [0, 1, 2].map((j) => Number(read[3 * k + j]?.[1] ?? 0))));
+      }),
+    ]);
+    const entries: PackEntry[] = packs.map((p, i) => ({ ...p, liveWorkers: Number(live[i]?.[1] ?? 0), waiting: backlog[i]![0]!, delayed: backlog[i]![1]!, active: backlog[i]![2]! }));
     const byName = new Map<string, CatalogEntry[]>();
     for (const { lane, name, json } of announced) {
       const hashed = definitionHash(json);

@@ -6,7 +6,7 @@
  * the live tool catalog and the tier queues.
  */
 export { connectRedis, closeRedis, type ConnectionLog, type RedisConnection } from './redis.js';
-export { CallStore, viewOf, requestHash, type CallRecord, type NewCall, type StartOutcome } from './call-store.js';
+export { CallStore, viewOf, requestHash, type EndOptions, type CallRecord, type NewCall, type StartOutcome } from './call-store.js';
 export { publishReply, ReplyPublisher, ReplyInbox, REPLY_LIST_TTL_MS } from './replies.js';
 export { Catalog, type CatalogEntry, type CatalogSnapshot, type PackEntry } from './catalog.js';
 export { TierQueues, openQueue, MAX_BATCH, ENQUEUE_OUTAGE_MS, type Route, type Submitted } from './queues.js';
@@ -17,3 +17,5 @@ export { parseLane, laneQueueName } from './lanes.js';
 export { packOf, definitionHash, type ToolPack } from './packs.js';
 export { isRedisAway } from './redis.js';
 export { KeyChecks } from './key-checks.js';
+export { McpCancel, McpCancelRelay } from './mcp-cancel-relay.js';
+export { fleetKeys, packQueueName, type FleetKeys } from './keys.js';

@@ -1,4 +1,4 @@
-import type { FleetKeys } from '@forge-fleet/shared';
+import { type FleetKeys } from './keys.js';
 import type { RedisConnection } from './redis.js';
 
 /**

@@ -1,8 +1,10 @@
-import type { FleetKeys, QueueStats, QueueStatsList } from '@forge-fleet/shared';
+import type { QueueStats, QueueStatsList } from '@forge-fleet/shared';
+import { type FleetKeys } from './keys.js';
 import type { Queue } from 'bullmq';
 import type { RedisConnection } from './redis.js';
 import { Catalog, type PackEntry } from './catalog.js';
 import { parseLane } from './lanes.js';
+import { COUNT_CALLS, luaScript } from './scripts.js';
 import { openQueue } from './queues.js';
 
 /** Where {@link QueueStatsReader} reads. */
@@ -27,12 +29,14 @@ export class QueueStatsReader {
   readonly #queueConnection: RedisConnection;
   readonly #keys: FleetKeys;
   readonly #catalog: Catalog;
+  readonly #countCalls: (keys: readonly string[], args: readonly (string | number)[]) => Promise<number[]>;
   readonly #queues = new Map<string, Queue>();
 
   constructor(options: QueueStatsReaderOptions) {
     this.#queueConnection = options.queueConnection ?? options.redis;
     this.#keys = options.keys;
     this.#catalog = new Catalog(options.redis, options.keys);
+    this.#countCalls = luaScript<number[]>(options.redis, 'forgeCountCalls', 'variable', COUNT_CALLS);
   }
 
   /**
@@ -59,7 +63,8 @@ export class QueueStatsReader {
   async #readPack(pack: PackEntry): Promise<QueueStats | undefined> {
     const lane = parseLane(pack.lane);
     if (lane === undefined) return undefined;
-    const counts = await this.#queue(pack.queue).getJobCounts('waiting', 'active', 'delayed', 'failed', 'prioritized');
+    const q = `${this.#keys.prefix}:${pack.queue}:`;
+    const [counts, [waitingCalls, activeCalls]] = await Promise.all([this.#queue(pack.queue).getJobCounts('waiting', 'active', 'delayed', 'failed', 'prioritized'), this.#countCalls([`${q}wait`, `${q}active`], [q])]);
     const of = (type: string): number => counts[type] ?? 0;
     return {
       lane: pack.lane,
@@ -74,6 +79,8 @@ export class QueueStatsReader {
       delayed: of('delayed'),
       failed: of('failed'),
       workers: pack.liveWorkers,
+      // A job may carry a batch of calls admitted together: what waits and runs, counted in calls.
+      calls: { waiting: Number(waitingCalls ?? 0), active: Number(activeCalls ?? 0) },
     };
   }
 

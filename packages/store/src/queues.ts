@@ -1,4 +1,5 @@
-import { CallBatch, CallEnvelope, type FleetKeys, UnavailableError } from '@forge-fleet/shared';
+import { CallBatch, CallEnvelope, UnavailableError } from '@forge-fleet/shared';
+import { type FleetKeys } from './keys.js';
 import { type IRedisTransaction, Job, Queue, type RedisClient } from 'bullmq';
 import type { ChainableCommander } from 'ioredis';
 import { type CallRecord, createCallArgs, existingRecord, type NewCall } from './call-store.js';
@@ -250,11 +251,11 @@ export class TierQueues {
     return { records, live };
   }
 
-  /** The job carrying a flush's calls: the envelope itself for a lone call, else a batch. */
+  /** The job carrying a flush's calls: the envelope itself for a lone call, else a batch (named `batch-<n>`, so its calls can be counted from its name: COUNT_CALLS). */
   #job(queue: Queue, envelopes: readonly CallEnvelope[]): Job {
     const first = envelopes[0]!;
     const options = jobOptions(envelopes);
-    return envelopes.length === 1 ? new Job(queue, first.call.name, first, options) : new Job(queue, 'batch', { v: 1, batch: [...envelopes] } satisfies CallBatch, options);
+    return envelopes.length === 1 ? new Job(queue, first.call.name, first, options) : new Job(queue, `batch-${envelopes.length}`, { v: 1, batch: [...envelopes] } satisfies CallBatch, options);
   }
 
   /**

@@ -1,4 +1,5 @@
-import { type CallProgress, type FleetKeys, ReplyMessage, type ResultReply } from '@forge-fleet/shared';
+import { type CallProgress, ReplyMessage, type ResultReply } from '@forge-fleet/shared';
+import { type FleetKeys } from './keys.js';
 import type { RedisConnection } from './redis.js';
 
 /**

@@ -309,3 +309,22 @@ while a <= #ARGV do
 end
 return out`;
 }
+
+/**
+ * Counts the calls in some of a queue's jobs: KEYS are job-id lists (BullMQ's
+ * `wait` and `active`); ARGV[1] is the queue's key prefix (`<prefix>:<queue>:`).
+ * A batch job is named `batch-<n>` (see TierQueues), any other carries one
+ * call. Returns one count per list. Reads only; O(jobs), for operators' views.
+ */
+export const COUNT_CALLS = `
+local counts = {}
+for k = 1, #KEYS do
+  local total = 0
+  for _, id in ipairs(redis.call('LRANGE', KEYS[k], 0, -1)) do
+    local name = redis.call('HGET', ARGV[1] .. id, 'name')
+    local n = name and tonumber(string.match(name, '^batch%-(%d+)$'))
+    total = total + (n or 1)
+  end
+  counts[k] = total
+end
+return counts`;

@@ -33,7 +33,7 @@ describe('policy files', () => {
       expect(error).toMatchObject({ code: 'CONFIG_INVALID' });
     }
     expect(message).toMatch(/bad\.yaml:3:\d+: approval\.default/);
-    expect(message).toMatch(/bad\.yaml:4:\d+: approval\.people\.0/);
+    expect(message).toMatch(/bad\.yaml:4:\d+: approval\.people\.0: tool pattern "bad pattern!" is not an exact tool name, "prefix\.\*" or "\*"/);
     expect(message).toMatch(/extra/);
     expect(() => loadPolicyFile(file('syntax.yaml', 'version: 1\nscopes: [unclosed\n'))).toThrow(/syntax\.yaml:\d+:\d+/);
     expect(() => loadPolicyFile(join(dir, 'missing.yaml'))).toThrow(/cannot read/);
@@ -55,5 +55,9 @@ describe('policy files', () => {
 
   it('describes the environment\'s settings as a policy when no file is given', () => {
     expect(policyFromEnv({ approval: 'auto', scopes: { r: ['a'] }, defaultScope: ['*'], approvalDeadlineMs: 5 })).toMatchObject({ source: 'environment', policy: { approval: { default: 'auto', deadlineMs: 5 }, scopes: { r: ['a'] } } });
+    // parseDispatcherEnv refuses these first; should one get here, it is CONFIG_INVALID naming the variable, not a ZodError.
+    expect(() => policyFromEnv({ approval: 'tier', scopes: { r: ['a', 'bar_*'] }, defaultScope: ['x*'], approvalDeadlineMs: 5 })).toThrow(
+      expect.objectContaining({ code: 'CONFIG_INVALID', message: expect.stringMatching(/FORGE_SCOPES\.r\.1: tool pattern "bar_\*" .*; FORGE_DEFAULT_SCOPE\.0: tool pattern "x\*"/) as string }),
+    );
   });
 });

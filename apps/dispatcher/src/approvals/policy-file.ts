@@ -7,18 +7,24 @@ import {
   assertToolPattern,
   ConfigInvalidError,
   DEFAULT_APPROVAL_DEADLINE_MS,
+  isFleetError,
   toolMatcher,
 } from '@forge-fleet/shared';
 import { isNode, LineCounter, parseDocument } from 'yaml';
 import { z } from 'zod';
 import { approvalPolicy } from './policy.js';
 
-/** A tool name or `prefix.*` / `*` pattern, checked where it is read. */
-const ToolPattern = z.string().superRefine((pattern, ctx) => {
+/**
+ * A tool name or `prefix.*` / `*` pattern, checked where it is read with the check the scope and approval
+ * steps apply (`assertToolPattern`), so a pattern they would refuse never gets past start-up.
+ */
+export const ToolPattern = z.string().superRefine((pattern, ctx) => {
   try {
     assertToolPattern(pattern);
   } catch (error) {
-    ctx.addIssue({ code: 'custom', message: error instanceof Error ? error.message : String(error) });
+    // The reason alone: the error's own message speaks of "a tool definition", which a pattern is not.
+    const reason = isFleetError(error) ? error.details['reason'] : undefined;
+    ctx.addIssue({ code: 'custom', message: typeof reason === 'string' ? reason : error instanceof Error ? error.message : String(error) });
   }
 });
 
@@ -31,7 +37,7 @@ const ToolPattern = z.string().superRefine((pattern, ctx) => {
  * approval:
  *   default: tier              # tier | auto | deny
  *   allow: ["search.*", clock] # only these tools are approved at all (absent: every tool)
- *   people: [refund, "db.write_*"]  # every call of these waits for a person
+ *   people: [refund, "db.*"]   # every call of these waits for a person
  *   deadlineMs: 900000         # how long a call waits for a person (default 15 min)
  *   deadlines: { refund: 3600000 }  # per tool or pattern
  * scopes:                      # what each task type may list and call
@@ -96,13 +102,20 @@ export function loadPolicyFile(path: string): LoadedPolicy {
 
 /** The policy the environment variables describe, when no file is given. */
 export function policyFromEnv(env: { approval: 'tier' | 'auto' | 'deny'; scopes: Readonly<Record<string, readonly string[]>>; defaultScope: readonly string[]; approvalDeadlineMs: number }): LoadedPolicy {
-  const policy = Policy.parse({
+  const parsed = Policy.safeParse({
     version: 1,
     approval: { default: env.approval, deadlineMs: env.approvalDeadlineMs },
     scopes: env.scopes,
     defaultScope: env.defaultScope,
   });
-  return { policy: Object.freeze(policy), source: 'environment' };
+  if (!parsed.success) {
+    // parseDispatcherEnv checks these already; should one get past it, name the variable rather than dump the ZodError.
+    const variableOf = ([first, ...rest]: readonly PropertyKey[]): PropertyKey[] =>
+      first === 'scopes' ? ['FORGE_SCOPES', ...rest] : first === 'defaultScope' ? ['FORGE_DEFAULT_SCOPE', ...rest] : rest[0] === 'deadlineMs' ? ['FORGE_APPROVAL_DEADLINE_MS'] : ['FORGE_APPROVAL'];
+    const problems = parsed.error.issues.map((i) => `${variableOf(i.path).map(String).join('.')}: ${i.message}`);
+    throw new ConfigInvalidError('dispatcher environment', problems, { cause: parsed.error });
+  }
+  return { policy: Object.freeze(parsed.data), source: 'environment' };
 }
 
 /**

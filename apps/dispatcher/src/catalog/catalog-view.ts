@@ -41,12 +41,9 @@ export class CatalogView {
    * Reads the catalog, then keeps it fresh: periodically, and at once when
    * `changes` (a subscriber connection) hears a worker join or leave.
    */
-  async start(changes?: { subscriber: RedisConnection; channel: string }): Promise<void> {
+  async start(changes?: { subscriber: RedisConnection }): Promise<void> {
     if (changes !== undefined) {
-      await changes.subscriber.subscribe(changes.channel);
-      // The subscriber may carry other channels too.
-      changes.subscriber.on('message', (channel: string) => {
-        if (channel !== changes.channel) return;
+      await this.catalog.onChange(changes.subscriber, () => {
         this.#dirty = true;
         this.refresh().catch((err: unknown) => this.log.error({ err }, 'catalog refresh failed'));
       });

@@ -237,3 +237,14 @@ describe('wire errors', () => {
     expect(back.details.originalCode).toBe('FUTURE_CODE');
   });
 });
+
+describe('ExpiredError', () => {
+  it('says what the call waited for: a worker (queue deadline) or a person (approval deadline)', () => {
+    const worker = new ExpiredError('refund', 0);
+    expect(worker.message).toMatch(/before a worker started it/);
+    const person = new ExpiredError('refund', 0, 'person');
+    expect(person.message).toMatch(/waiting for a person to approve it/);
+    expect(person.message).not.toMatch(/add workers/);
+    expect(person.details).toMatchObject({ waiting: 'person' });
+  });
+});

@@ -284,13 +284,21 @@ export class PayloadTooLargeError extends FleetError {
 /** The call was still queued when its deadline passed, so it was never executed. */
 export class ExpiredError extends FleetError {
   readonly code = ErrorCode.EXPIRED;
+  /**
+   * @param waiting what the call waited for when its deadline passed: a worker (its `expireAfterMs` ran out
+   *   in the queue) or a person (nobody decided before its approval deadline). @defaultValue 'worker'
+   */
   constructor(
     readonly toolName: string,
     readonly deadline: number,
+    readonly waiting: 'worker' | 'person' = 'worker',
   ) {
+    const at = new Date(deadline).toISOString();
     super(
-      `call to tool '${toolName}' expired at ${new Date(deadline).toISOString()} before a worker started it, and was not executed; allow more time or add workers for its tier`,
-      { toolName, deadline },
+      waiting === 'person'
+        ? `call to tool '${toolName}' expired at ${at} waiting for a person to approve it, and was not executed; decide sooner (an approver token: forge approvals), or give its tool a longer approval deadline in the policy`
+        : `call to tool '${toolName}' expired at ${at} before a worker started it, and was not executed; allow more time or add workers for its tier`,
+      { toolName, deadline, waiting },
     );
   }
 }

@@ -1,14 +1,17 @@
 import type { Tier } from '../tiers/tier.js';
 
 /**
- * Every Redis key and queue name of a fleet is made here, from the fleet's
- * prefix (several fleets, or test runs, can share one Redis).
+ * Lane names: what a worker's key, its tier and pool, and a call's signature
+ * agree on (the dispatchers sign each lane's calls with a key derived from
+ * the lane's queue name). The Redis key layout built on them, and the queues
+ * of each lane's tool packs, are packages/store's (keys.ts).
  *
- * BullMQ forbids `:` in queue names and adds `<prefix>:` itself. Each queue
- * name is a Redis Cluster hash tag (`{…}`), so all of one queue's keys live in
- * one slot while tiers and pools spread over the cluster. Per-call keys are
- * tagged by call id, per-dispatcher keys by dispatcher id, for the same reason.
+ * BullMQ forbids `:` in queue names and adds `<prefix>:` itself. Each lane's
+ * queue name is a Redis Cluster hash tag (`{…}`), so all of a lane's queues
+ * live in one slot while tiers and pools spread over the cluster.
  */
+
+/** The prefix of a fleet that names none (`FORGE_PREFIX`). */
 export const DEFAULT_FLEET_PREFIX = 'forge';
 
 /** Fleet prefixes become part of queue names: the same rules as pool names, no `:`, `{`, `}`. */
@@ -30,56 +33,3 @@ export function laneOf(tier: Tier, pool?: string): string {
   // Pools exist for Host-tier tools only, as in queueFor.
   return tier === 'host' && pool !== undefined ? `host.${pool}` : tier;
 }
-
-/**
- * The queue of one tool pack of a lane: the lane's queue name (its hash tag, so every pack of a lane stays in
- * the lane's Cluster slot and under its Redis user's key pattern) followed by the pack id.
- */
-export function packQueueName(laneQueue: string, pack: string): string {
-  return `${laneQueue}.${pack}`;
-}
-
-/** Keys of the fleet's own state (BullMQ keeps its keys under `<prefix>:<queue name>:…`). */
-export function fleetKeys(prefix: string) {
-  return Object.freeze({
-    /** The fleet prefix these keys were made from. */
-    prefix,
-    /** Hash: one call's record (status, envelope, result), in its lane. */
-    call: (lane: string, id: string) => `${prefix}:call:${lane}:{${id}}`,
-    /** Set: dispatchers (other than the submitter) waiting for a call's result. */
-    watchers: (lane: string, id: string) => `${prefix}:call:${lane}:{${id}}:watchers`,
-    /** String: which lane holds a call's record, for lookups by id alone. Dispatchers only; same slot as the record. */
-    callLane: (id: string) => `${prefix}:lane:{${id}}`,
-    /** List: results of one lane's calls for one dispatcher instance, drained by its reply loop (all its lanes share a slot). */
-    replies: (lane: string, dispatcherId: string) => `${prefix}:replies:${lane}:{${dispatcherId}}`,
-    /**
-     * Hash per lane: tool name → definition JSON, as announced by that lane's workers. Split by lane so a
-     * worker's Redis user can write only its own lane's entries: a sandbox worker cannot claim a Host tool.
-     */
-    catalogDefinitions: (lane: string) => `${prefix}:{${prefix}.catalog}:${lane}:definitions`,
-    /** Sorted set per tool: worker id → lease expiry (epoch ms). Same slot as the definitions. */
-    catalogLeases: (lane: string, tool: string) => `${prefix}:{${prefix}.catalog}:${lane}:leases:${tool}`,
-    /** Hash per lane: tool pack id → its tools and their definitions' hashes (see packages/store packs.ts). Same slot. */
-    catalogPacks: (lane: string) => `${prefix}:{${prefix}.catalog}:${lane}:packs`,
-    /** Sorted set per pack: worker id → lease expiry (epoch ms) of the workers serving that pack. Same slot. */
-    catalogPackLeases: (lane: string, pack: string) => `${prefix}:{${prefix}.catalog}:${lane}:pack-leases:${pack}`,
-    /**
-     * Hash: lane → the key-check value of that lane's call key, written by dispatchers (they hold the signing
-     * secret), read by workers at start so a worker with a wrong FORGE_CALL_KEY refuses to start. Same slot.
-     */
-    keyChecks: `${prefix}:{${prefix}.catalog}:keychecks`,
-    /** Set: the lanes that have announced tools (dispatchers read each lane's definitions). Same slot. */
-    catalogLanes: `${prefix}:{${prefix}.catalog}:lanes`,
-    /** Sorted set: ids of calls waiting for a person, scored by their approval deadline (epoch ms). Dispatchers only. */
-    approvals: `${prefix}:{${prefix}.approvals}`,
-    /** Stream: audit entries (out-of-scope calls…). */
-    audit: `${prefix}:{${prefix}.audit}`,
-    /** Pub/sub channel: a worker joined or left; dispatchers re-read the catalog at once. */
-    catalogChannel: `${prefix}:catalog-changed`,
-    /** Pub/sub channel: MCP cancellations a dispatcher could not match, for the one holding the request. Dispatchers only. */
-    mcpCancelChannel: `${prefix}:mcp-cancel`,
-    /** Pub/sub channel per lane: ids of calls to cancel, heard by that lane's workers. */
-    cancelChannel: (lane: string) => `${prefix}:cancel:${lane}`,
-  });
-}
-export type FleetKeys = ReturnType<typeof fleetKeys>;

@@ -31,6 +31,8 @@ export const QueueStats = z.object({
   failed: count,
   /** Workers holding an unexpired lease on the pack. */
   workers: count,
+  /** The waiting and active jobs counted in calls (a job may carry a batch of calls admitted together). */
+  calls: z.object({ waiting: count, active: count }).optional(),
 });
 export type QueueStats = z.infer<typeof QueueStats>;
 

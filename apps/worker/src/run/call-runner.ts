@@ -1,0 +1,227 @@
+import {
+  type AuditLogger,
+  type CallEnvelope,
+  type CallProgress,
+  type CallStatus,
+  CancelledError,
+  envelopeForgery,
+  errorResult,
+  ExpiredError,
+  ForgedCallError,
+  lazyChild,
+  ProgressThrottle,
+  runExecutor,
+  type Tier,
+  type Tool,
+  ToolNotFoundError,
+  type ToolResult,
+  WorkerLostError,
+} from '@forge-fleet/shared';
+import type { CallStore, RedisRiskSignalQueue } from '@forge-fleet/store';
+import type { FleetMetrics, ToolTracer } from '@forge-fleet/telemetry';
+import type { Queue } from 'bullmq';
+import type { Logger } from 'pino';
+import type { CallAnswers } from '../answer/call-answers.js';
+import { ActiveRun } from './active-run.js';
+import { durableStep } from './durable-step.js';
+import { afterLostRun, afterRun, type RunFacts } from './retry-policy.js';
+
+/**
+ * A failure may pass (its code says so), but sending the call again is safe
+ * only for a tool flagged retryable: otherwise the caller is told
+ * `retryable: false`, so it does not send a second run of a tool that must
+ * not run twice.
+ */
+export function retryableOnlyIfSafe(result: ToolResult, toolRetryable: boolean): ToolResult {
+  return result.error?.retryable === true && !toolRetryable ? { ...result, error: { ...result.error, retryable: false } } : result;
+}
+
+/** What a call runner works with. */
+export interface CallRunnerDeps {
+  readonly lane: string;
+  /** The queue the calls come from (the pack's), named in audit entries and risk signals. */
+  readonly queue: string;
+  readonly tier: Tier;
+  readonly pool: string | undefined;
+  readonly workerId: string;
+  /** The tools this worker serves, by name. */
+  readonly tools: ReadonlyMap<string, Tool>;
+  /** The key that verifies the dispatchers' signatures on this lane's calls. */
+  readonly callKey: Uint8Array;
+  readonly store: CallStore;
+  readonly answers: CallAnswers;
+  readonly audit: AuditLogger;
+  readonly risk: RedisRiskSignalQueue;
+  /** The queue retries go back to (the pack's own), opened on first use. */
+  readonly retryQueue: () => Queue;
+  readonly retryAttempts: number;
+  readonly retryBackoffMs: number;
+  /** Shortest time between two progress reports of one call leaving this worker. */
+  readonly progressIntervalMs: number;
+  readonly metrics?: FleetMetrics | undefined;
+  readonly tracer?: ToolTracer | undefined;
+  readonly log: Logger;
+}
+
+/**
+ * Runs one call taken from the queue, from the signature check to its end:
+ * refuses what no dispatcher signed, takes the call on its record (the start
+ * step is what keeps at-most-once and cancel-before-start), runs the tool with
+ * cancellation and progress, and then retries it or ends it (see
+ * retry-policy.ts). The calls running here are kept by id, for cancellation
+ * and shutdown.
+ */
+export class CallRunner {
+  readonly #d: CallRunnerDeps;
+  /** Calls running here, by id: each with the way to stop it. */
+  readonly active = new Map<string, ActiveRun>();
+
+  constructor(deps: CallRunnerDeps) {
+    this.#d = deps;
+  }
+
+  /** Stops a running call (a caller's cancellation, a shutdown's WorkerLostError). */
+  stop(callId: string, reason: unknown): void {
+    this.active.get(callId)?.stop(reason);
+  }
+
+  /** Runs one call of a job; `jobCalls` holds the job's running calls, for the job's cancellation. */
+  async run(envelope: CallEnvelope, jobCalls: Set<ActiveRun>): Promise<void> {
+    const d = this.#d;
+    const { call } = envelope;
+    const log = lazyChild(d.log, { callId: call.id, tool: call.name, tier: d.tier });
+    // Before anything else: a call this lane's key does not vouch for never runs.
+    const forgery = envelopeForgery(envelope, d.callKey, { tier: d.tier, pool: d.pool });
+    if (forgery !== undefined) {
+      await this.#refuseForged(envelope, forgery);
+      log.warn({ reason: forgery, caller: envelope.caller }, 'forged call refused');
+      return;
+    }
+    const tool = d.tools.get(call.name);
+    if (tool?.executor === undefined) {
+      // Cannot happen through the pack queues (a pack's jobs carry only its tools); a job put there by hand can.
+      log.error('call routed to a worker that does not serve the tool');
+      await d.answers.fail(envelope, new ToolNotFoundError(call.name, { known: [...d.tools.keys()] }));
+      return;
+    }
+    const { definition } = tool;
+    // A start that cannot reach Redis is tried again: failing the job would leave its call queued for ever.
+    // (A start that did land but lost its reply is seen on the next try as a redelivery: never a second run.)
+    const { outcome, starts } = await durableStep('start', call.id, () => d.store.start(d.lane, call.id, d.workerId, envelope.token), log);
+    const facts: RunFacts = { tool: call.name, retryable: definition.retryable, starts, attempts: d.retryAttempts, backoffMs: d.retryBackoffMs };
+    switch (outcome) {
+      case 'missing':
+      case 'superseded':
+      case 'final':
+      case 'not_approved':
+        log.debug({ outcome }, 'call skipped');
+        return;
+      case 'cancelled':
+        await d.answers.finish(envelope, 'cancelled', errorResult(call, new CancelledError(call.name, 'cancelled before it started')));
+        log.info('call cancelled before start');
+        return;
+      case 'expired':
+        await d.answers.fail(envelope, new ExpiredError(call.name, envelope.deadline ?? 0), 'queued');
+        log.info('call expired in the queue');
+        return;
+      case 'redelivered': {
+        // Its lock lapsed (this worker was cut off from Redis) and the job came back here, where the first run
+        // still goes on: that run will answer; ending the call now would report a live run as lost.
+        if (this.active.has(call.id)) {
+          log.info({ starts }, 'call redelivered to the worker still running it; the running one answers');
+          return;
+        }
+        const next = afterLostRun(facts);
+        if (next.then === 'lost') {
+          await d.answers.finish(envelope, 'failed', retryableOnlyIfSafe(errorResult(call, next.error), definition.retryable));
+          log.warn({ starts, reason: next.error.reason }, 'call lost with its worker; not run again');
+          return;
+        }
+        log.warn({ starts }, 'call lost with its worker; running it again (retryable)');
+        break;
+      }
+      case 'started':
+        break;
+    }
+    await this.#execute(envelope, tool, facts, jobCalls, log);
+  }
+
+  async #execute(envelope: CallEnvelope, { definition, executor }: Tool, facts: RunFacts, jobCalls: Set<ActiveRun>, log: Pick<Logger, 'info' | 'warn' | 'error'>): Promise<void> {
+    const d = this.#d;
+    const { call } = envelope;
+    const { starts } = facts;
+    const active = new ActiveRun();
+    jobCalls.add(active);
+    this.active.set(call.id, active);
+    log.info({ attempt: starts }, 'call started');
+    const startedAt = Date.now();
+    const began = performance.now();
+    // Progress goes out in order and before the result: the last report is awaited before the call ends.
+    // Made on the first report: most tools never report, and this is the hot path.
+    let reporting: Promise<void> | undefined;
+    let throttle: ProgressThrottle | undefined;
+    const onProgress = (progress: CallProgress): void => {
+      throttle ??= new ProgressThrottle(d.progressIntervalMs, (next) => {
+        reporting = (reporting ?? Promise.resolve()).then(() => d.answers.progress(envelope, next, log));
+      });
+      throttle.push(progress);
+    };
+    let result: ToolResult;
+    try {
+      const run = () => runExecutor(executor!, definition, call, { onCancellable: (cancel) => active.attach(cancel), attempt: starts, onProgress });
+      result = d.tracer === undefined ? await run() : await d.tracer.execute(call, d.tier, envelope.trace, run);
+    } finally {
+      throttle?.close();
+      this.active.delete(call.id);
+      jobCalls.delete(active);
+    }
+    if (reporting !== undefined) await reporting;
+    const elapsed = performance.now() - began;
+    const ms = Math.round(elapsed);
+    d.metrics?.observeRun(call.name, d.tier, { queueWaitMs: startedAt - envelope.enqueuedAt, executionMs: elapsed, endToEndMs: startedAt + elapsed - envelope.enqueuedAt });
+
+    const code = result.error?.code;
+    const next = afterRun(facts, { lostToShutdown: active.stoppedFor instanceof WorkerLostError, code, isError: result.isError });
+    if (next.then === 'retry') {
+      // Retries are jobs of their own, delayed with exponential backoff (a shutdown hands the call back at once).
+      await durableStep('requeue', call.id, () => d.store.requeue(d.lane, call.id), log);
+      try {
+        // Through a Redis outage too: the call is queued again on its record. The job's id is fixed by the call and
+        // the run, so an add that landed but lost its answer is not added twice when sent again.
+        const jobId = `r-${envelope.token ?? call.id}-${starts}`;
+        await durableStep('retry', call.id, () => d.retryQueue().add(call.name, envelope, { jobId, delay: next.delayMs, removeOnComplete: true, removeOnFail: { age: 24 * 3600 } }), log);
+        log.warn({ ms, code, attempt: starts, delay: next.delayMs }, 'call failed; retrying');
+      } catch (err) {
+        // No retry job, no retry: end the call with what its last run gave rather than leave it queued forever.
+        log.error({ err }, 'could not enqueue the retry; ending the call with its last result');
+        await d.answers.finish(envelope, 'failed', result, 'queued');
+      }
+      return;
+    }
+    if (next.then === 'lost') {
+      await d.answers.finish(envelope, 'failed', retryableOnlyIfSafe(errorResult(call, next.error), definition.retryable));
+      log.warn({ ms }, 'call aborted by shutdown');
+      return;
+    }
+    const status: CallStatus = code === 'CANCELLED' ? 'cancelled' : result.isError ? 'failed' : 'completed';
+    await d.answers.finish(envelope, status, retryableOnlyIfSafe(result, definition.retryable));
+    log.info({ ms, status, code }, 'call finished');
+  }
+
+  /**
+   * A forged call ends as FORGED_CALL if its record is still queued (a real
+   * call's job may have been tampered with; a running or finished call is left
+   * alone), and leaves an audit entry and a risk signal either way.
+   */
+  async #refuseForged(envelope: CallEnvelope, reason: string): Promise<void> {
+    const d = this.#d;
+    const { call } = envelope;
+    const at = new Date().toISOString();
+    const caller = envelope.caller === undefined ? {} : { caller: envelope.caller };
+    d.risk.push({ kind: 'forged_call', at, callId: call.id, tool: call.name, scope: d.queue, reason, ...caller });
+    await Promise.all([
+      d.audit.record({ at, callId: call.id, tool: call.name, errorCategory: 'forged_call', scopeAtListing: null, scopeAtDispatch: d.queue, reason, ...caller }),
+      d.answers.fail(envelope, new ForgedCallError(call.name, reason), 'queued'),
+    ]).catch((err: unknown) => d.log.error({ err, callId: call.id }, 'could not record a forged call'));
+  }
+}
