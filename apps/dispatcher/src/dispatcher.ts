@@ -33,7 +33,6 @@ export interface DispatcherOptions {
   readonly tokens: TokenVerifier | undefined;
   /** Serve anonymous callers (no grants, scope from `x-forge-task`). Development only. */
   readonly devMode: boolean;
-  /** Patterns per task type. */
   /** Approval handler, people-in-the-loop tools and deadlines, and scopes per task type (a policy file, or the environment). */
   readonly policy: LoadedPolicy;
   readonly catalogRefreshMs: number;

@@ -204,11 +204,6 @@ export class CallStore {
   }
 
   /**
-   * Deletes a call recorded and enqueued together when it turned out to have
-   * no live worker, unless a worker took it meanwhile (then it has one).
-   * @returns whether the call was withdrawn.
-   */
-  /**
    * Hands a still-queued call over to a new submission token and envelope
    * (see ADOPT_CALL); the caller enqueues the envelope's job next.
    * @returns whether the call was taken over (false: a worker started it, or it ended or was cancelled).
@@ -217,6 +212,11 @@ export class CallStore {
     return (await this.#adopt([this.#keys.call(lane, id)], [envelope.token, JSON.stringify(envelope)])) === 1;
   }
 
+  /**
+   * Deletes a call recorded and enqueued together when it turned out to have
+   * no live worker (or Redis was away), unless a worker took it meanwhile.
+   * @returns whether the call was withdrawn.
+   */
   async withdraw(lane: string, id: string, token: string): Promise<boolean> {
     return (await this.#void([this.#keys.call(lane, id), this.#keys.callLane(id)], [token])) === 1;
   }

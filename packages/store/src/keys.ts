@@ -1,4 +1,4 @@
-/**
+/*
  * The fleet's Redis key layout: every key and channel of the fleet's own
  * state, made from the fleet's prefix (several fleets, or test runs, can share
  * one Redis), and the queue name of each tool pack. This package owns it: the

@@ -27,7 +27,6 @@ export function parseRequest<S extends ZodType>(schema: S, value: unknown, what:
   return r.data;
 }
 
-/** Turns what fastify itself raises (bad JSON, body too large…) into our codes. */
 /** Anything a request's handling threw, as the FleetError it answers with: Redis away is UNAVAILABLE (retry), the unexpected INTERNAL. */
 export function asFleetError(error: unknown): FleetError {
   if (isFleetError(error)) return error;
@@ -35,6 +34,7 @@ export function asFleetError(error: unknown): FleetError {
   return new InternalError(error instanceof Error ? error.message : String(error), { cause: error });
 }
 
+/** Turns what fastify itself raises (bad JSON, body too large…) into our codes. */
 function fromFastify(error: FastifyError, bodyLimit: number): FleetError {
   if (isRedisAway(error)) return new UnavailableError(error.message, { cause: error });
   if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || error.statusCode === 413) return new PayloadTooLargeError(bodyLimit);

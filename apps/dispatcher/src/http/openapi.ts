@@ -104,10 +104,10 @@ void sameToolDefinition;
 /** Request bodies: described as clients send them (`io: 'input'`: defaulted fields are optional). */
 const REQUEST_SCHEMAS = { SubmitCallRequest, SubmitBatchRequest, ApprovalDecisionRequest } satisfies Record<string, z.ZodType>;
 
-/** Answers: described as the dispatcher sends them (`io: 'output'`: defaults filled in). */
 /** `GET /v1/policy`: the policy schema itself, and its source. */
 const PolicyView = z.object({ source: z.string(), policy: Policy });
 
+/** Answers: described as the dispatcher sends them (`io: 'output'`: defaults filled in). */
 const RESPONSE_SCHEMAS = {
   CallView,
   ToolResult,
@@ -261,9 +261,10 @@ function buildPaths(): Record<string, Record<string, Json>> {
             401: ERRORS[401],
             403: 'FORBIDDEN (the token role may not call tools), APPROVAL_DENIED (details.reason) or OUT_OF_SCOPE (details.scope)',
             404: 'TOOL_NOT_FOUND: no worker ever announced the tool',
+            409: 'IDEMPOTENCY_CONFLICT (details.differs: tool | arguments): the id was already submitted with another tool or other arguments',
             413: ERRORS[413],
             422: ERRORS[422],
-            503: ERRORS[503],
+            503: `${ERRORS[503]}; or UNAVAILABLE: Redis could not be reached (the call was not accepted: send it again)`,
           }),
         },
       },

@@ -1,9 +1,4 @@
 /**
- * The parts of the `WebAssembly` global this package uses. Node has it, but the
- * type libraries of this project (ES2022 + @types/node, no DOM) declare only
- * its types, not the value.
- */
-/**
  * A compiled `WebAssembly.Module`, opaque to this package's code (only passed
  * to `WebAssembly` itself and posted to worker threads). Declared here because
  * the type libraries of packages that import this one need not describe
@@ -11,6 +6,11 @@
  */
 export type WasmModule = object;
 
+/**
+ * The parts of the `WebAssembly` global this package uses. Node has it, but the
+ * type libraries of this project (ES2022 + @types/node, no DOM) declare only
+ * its types, not the value.
+ */
 export interface WasmApi {
   compile(bytes: Uint8Array): Promise<WasmModule>;
   Module: {
