@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { FleetClient } from '@forge-fleet/client';
 import { type LocalRedisCluster, startLocalRedisCluster } from '@forge-fleet/local-redis';
-import { type CallView, laneOf, queueName, type Tier } from '@forge-fleet/shared';
+import { laneOf, queueName, type Tier } from '@forge-fleet/shared';
 import { fleetKeys } from '@forge-fleet/store';
 import { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type FleetProcess, TestFleet } from '../fixtures/fleet.js';
-import { until } from '../fixtures/wait.js';
+import { progressed } from '../fixtures/wait.js';
 
 /**
  * The whole fleet on a Redis Cluster of three masters: two dispatchers and a
@@ -125,19 +125,8 @@ describe('the fleet on a Redis Cluster', () => {
   it('passes progress on to a dispatcher watching the call, step by step, then the result', async () => {
     const id = `progress-${randomUUID()}`;
     expect((await agent.submit('stepped', { steps: 2 }, { id })).status).not.toBe('failed');
-    /** Reads the call on dispatcher B (a watcher: each read waits up to 200 ms) until its progress reaches `step`. */
-    function progressed(step: number): Promise<CallView> {
-      return until(
-        `call ${id} to report step ${step}`,
-        async () => {
-          const view = await agentOnB.get(id, { waitMs: 200 });
-          return (view.progress?.progress ?? 0) >= step || view.status === 'completed' ? view : undefined;
-        },
-        { intervalMs: 0 },
-      );
-    }
     for (const step of [1, 2]) {
-      expect(await progressed(step)).toMatchObject({ status: 'running', progress: { progress: step, total: 2, message: `step ${step}` } });
+      expect(await progressed(agentOnB, id, step)).toMatchObject({ status: 'running', progress: { progress: step, total: 2, message: `step ${step}` } });
       // The tool waits on its release list, on the cluster like everything else.
       await redis.lpush(`${prefix}:test:release:{${id}}`, '1');
     }

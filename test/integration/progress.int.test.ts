@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { FleetClient } from '@forge-fleet/client';
-import type { CallProgress, CallView } from '@forge-fleet/shared';
+import type { CallProgress } from '@forge-fleet/shared';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestFleet } from '../fixtures/fleet.js';
 import { redisUrl } from '../fixtures/redis.js';
-import { until } from '../fixtures/wait.js';
+import { progressed } from '../fixtures/wait.js';
 
 /**
  * Progress reported by a tool (`ctx.progress`) travels worker → Redis →
@@ -18,18 +18,6 @@ describe('progress reported by tools', () => {
   let client: FleetClient;
   let redis: Redis;
   const release = (id: string) => redis.lpush(`${fleet.prefix}:test:release:{${id}}`, '1');
-
-  /** Reads the call until its progress has reached `step` (each read waits up to 200 ms for the call to end). */
-  function progressed(id: string, step: number): Promise<CallView> {
-    return until(
-      `call ${id} to report step ${step}`,
-      async () => {
-        const view = await client.get(id, { waitMs: 200 });
-        return (view.progress?.progress ?? 0) >= step || view.status === 'completed' ? view : undefined;
-      },
-      { intervalMs: 0 },
-    );
-  }
 
   beforeAll(async () => {
     redis = new Redis(redisUrl());
@@ -49,7 +37,7 @@ describe('progress reported by tools', () => {
     expect((await client.submit('stepped', { steps: 3 }, { id })).status).not.toBe('failed');
     const seen: CallProgress[] = [];
     for (const step of [1, 2, 3]) {
-      const view = await progressed(id, step);
+      const view = await progressed(client, id, step);
       expect(view.status).toBe('running');
       expect(view.progress).toMatchObject({ progress: step, total: 3, message: `step ${step}` });
       seen.push(view.progress!);

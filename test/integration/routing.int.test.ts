@@ -2,10 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { FleetClient } from '@forge-fleet/client';
 import type { ToolResult } from '@forge-fleet/shared';
-import { Redis } from 'ioredis';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { type FleetProcess, ROOT, TestFleet } from '../fixtures/fleet.js';
-import { redisUrl } from '../fixtures/redis.js';
+import { describe, expect, it } from 'vitest';
+import { type FleetProcess, ROOT } from '../fixtures/fleet.js';
+import { fleetPerTest } from '../fixtures/fleet-per-test.js';
 import { until } from '../fixtures/wait.js';
 
 const PACK_TOOLS = join(ROOT, 'test', 'fixtures', 'pack-tools.ts');
@@ -16,41 +15,22 @@ const PACK_TOOLS = join(ROOT, 'test', 'fixtures', 'pack-tools.ts');
  * wait on a queue no live worker reads.
  */
 describe('workers of one lane with different tool packs', () => {
-  let fleet: TestFleet;
-  let redis: Redis;
-  let client: FleetClient | undefined;
-  const runsOf = async (ids: readonly string[]): Promise<number[]> => {
-    const values: number[] = [];
-    for (let i = 0; i < ids.length; i += 500) values.push(...(await redis.mget(ids.slice(i, i + 500).map((id) => `${fleet.prefix}:test:runs:{${id}}`))).map((v) => Number(v ?? 0)));
-    return values;
-  };
-  const worker = (pack: string, env: Record<string, string> = {}): Promise<FleetProcess> => fleet.worker({ tier: 'host', tools: PACK_TOOLS, concurrency: 32, env: { FORGE_TEST_PACK: pack, ...env } });
-
-  beforeEach(() => {
-    fleet = new TestFleet();
-    redis = new Redis(redisUrl());
-  });
-
-  afterEach(async () => {
-    await client?.close();
-    client = undefined;
-    redis.disconnect();
-    await fleet.stopAll();
-  });
+  const t = fleetPerTest();
+  const worker = (pack: string, env: Record<string, string> = {}): Promise<FleetProcess> => t.fleet.worker({ tier: 'host', tools: PACK_TOOLS, concurrency: 32, env: { FORGE_TEST_PACK: pack, ...env } });
 
   it('answers thousands of concurrent calls of every tool of three packs (one tool in two), each run once, by a worker that serves it', async () => {
     const [a, b, c] = await Promise.all([worker('mix_a,mix_shared'), worker('mix_b,mix_shared'), worker('mix_c')]);
-    client = new FleetClient({ url: (await fleet.dispatcher({ FORGE_APPROVAL: 'auto' })).url });
+    t.client = new FleetClient({ url: (await t.fleet.dispatcher({ FORGE_APPROVAL: 'auto' })).url });
     const tools = ['mix_a', 'mix_b', 'mix_c', 'mix_shared'] as const;
     const calls = Array.from({ length: 3000 }, (_, i) => ({ id: `mix-${i}-${randomUUID()}`, tool: tools[i % tools.length]! }));
-    const results = await Promise.all(calls.map(({ id, tool }) => client!.call(tool, { n: 1 }, { id, timeoutMs: 60_000 })));
+    const results = await Promise.all(calls.map(({ id, tool }) => t.client!.call(tool, { n: 1 }, { id, timeoutMs: 60_000 })));
     const servedBy = new Map<string, Set<number>>();
     results.forEach((result: ToolResult, i) => {
       expect(result, calls[i]!.tool).toMatchObject({ isError: false, structuredContent: { tool: calls[i]!.tool, runs: 1 } });
       const pid = (result.structuredContent as { pid: number }).pid;
       servedBy.set(calls[i]!.tool, (servedBy.get(calls[i]!.tool) ?? new Set()).add(pid));
     });
-    expect(await runsOf(calls.map((c) => c.id))).toEqual(calls.map(() => 1));
+    expect(await t.runsOf(calls.map((c) => c.id))).toEqual(calls.map(() => 1));
     // Each tool ran only where it is served; the shared one on both of its packs' workers.
     expect([...servedBy.get('mix_a')!]).toEqual([a.pid]);
     expect([...servedBy.get('mix_b')!]).toEqual([b.pid]);
@@ -61,16 +41,16 @@ describe('workers of one lane with different tool packs', () => {
   it('a worker joining and another leaving under load fail no call and run none twice', async () => {
     const first = await worker('mix_a,mix_shared');
     await worker('mix_b,mix_shared');
-    client = new FleetClient({ url: (await fleet.dispatcher({ FORGE_APPROVAL: 'auto' })).url });
+    t.client = new FleetClient({ url: (await t.fleet.dispatcher({ FORGE_APPROVAL: 'auto' })).url });
     const ids: string[] = [];
     let sending = true;
     const sent: Promise<ToolResult>[] = [];
-    // A steady stream of calls of the shared tool (each holding its worker for 20 ms) while the fleet changes.
+    // A steady stream of calls of the shared tool (each holding its worker for 20 ms) while the t.fleet changes.
     const load = (async () => {
       for (let i = 0; sending && i < 20_000; i++) {
         const id = `churn-${i}-${randomUUID()}`;
         ids.push(id);
-        sent.push(client.call('mix_shared', { ms: 20 }, { id, timeoutMs: 60_000 }));
+        sent.push(t.client!.call('mix_shared', { ms: 20 }, { id, timeoutMs: 60_000 }));
         if (i % 20 === 19) await new Promise((resolve) => setTimeout(resolve, 10));
       }
     })();
@@ -84,24 +64,24 @@ describe('workers of one lane with different tool packs', () => {
     await load;
     const results = await Promise.all(sent);
     for (const result of results) expect(result).toMatchObject({ isError: false, structuredContent: { runs: 1 } });
-    expect(await runsOf(ids)).toEqual(ids.map(() => 1));
+    expect(await t.runsOf(ids)).toEqual(ids.map(() => 1));
   });
 
   it('a call never waits on a pack whose only worker stopped: many stops interleaved with calls, every call answered', async () => {
     // Another pack keeps the lane (and the dispatcher's view of it) alive; `mix_lonely` has one worker at a time.
     await worker('mix_a');
-    client = new FleetClient({ url: (await fleet.dispatcher({ FORGE_APPROVAL: 'auto' })).url, retryWindowMs: 0 });
+    t.client = new FleetClient({ url: (await t.fleet.dispatcher({ FORGE_APPROVAL: 'auto' })).url, retryWindowMs: 0 });
     const outcomes: string[] = [];
     for (let round = 0; round < 4; round++) {
       const lonely = await worker('mix_lonely');
-      await until('the lonely worker is served', async () => (await client!.call('mix_lonely', {}).then((r) => !r.isError, () => false)));
+      await until('the lonely worker is served', async () => (await t.client!.call('mix_lonely', {}).then((r) => !r.isError, () => false)));
       // Calls keep coming while the only worker of their pack stops: the stop's lease removal races the submits.
       const calls: Promise<string>[] = [];
       let stopping: Promise<number | null> | undefined;
       for (let i = 0; i < 200; i++) {
         if (i === 40) stopping = lonely.stop('SIGTERM');
         calls.push(
-          client.call('mix_lonely', { ms: 5 }, { timeoutMs: 15_000 }).then(
+          t.client.call('mix_lonely', { ms: 5 }, { timeoutMs: 15_000 }).then(
             (r) => (r.isError ? `failed ${r.error?.code}` : 'completed'),
             (e: { code?: string }) => `refused ${e.code}`,
           ),
@@ -118,13 +98,13 @@ describe('workers of one lane with different tool packs', () => {
 
   it('calls queued on a pack whose worker was killed move to another pack serving their tool, or end NO_WORKER when none does', async () => {
     const doomed = await worker('mix_a,mix_shared');
-    client = new FleetClient({ url: (await fleet.dispatcher({ FORGE_APPROVAL: 'auto' })).url, retryWindowMs: 0 });
+    t.client = new FleetClient({ url: (await t.fleet.dispatcher({ FORGE_APPROVAL: 'auto' })).url, retryWindowMs: 0 });
     // 80 calls of 2 s each on a worker of 32 slots: most wait in its pack's queue when it dies.
     const shared = Array.from({ length: 40 }, (_, i) => ({ id: `stranded-${i}-${randomUUID()}` }));
     const lonely = Array.from({ length: 40 }, (_, i) => ({ id: `alone-${i}-${randomUUID()}` }));
-    const sharedCalls = shared.map(({ id }) => client!.call('mix_shared', { ms: 2000 }, { id, timeoutMs: 30_000 }));
-    const lonelyCalls = lonely.map(({ id }) => client!.call('mix_a', { ms: 2000 }, { id, timeoutMs: 30_000 }));
-    await until('the doomed worker runs calls', async () => (await runsOf(shared.map((c) => c.id))).some((r) => r > 0));
+    const sharedCalls = shared.map(({ id }) => t.client!.call('mix_shared', { ms: 2000 }, { id, timeoutMs: 30_000 }));
+    const lonelyCalls = lonely.map(({ id }) => t.client!.call('mix_a', { ms: 2000 }, { id, timeoutMs: 30_000 }));
+    await until('the doomed worker runs calls', async () => (await t.runsOf(shared.map((c) => c.id))).some((r) => r > 0));
     // Another pack serving only the shared tool joins, then the first worker dies without a word.
     const survivor = await worker('mix_b,mix_shared');
     doomed.proc.kill('SIGKILL');
@@ -139,6 +119,6 @@ describe('workers of one lane with different tool packs', () => {
     // mix_a has no other worker: its waiting calls end NO_WORKER, its started ones WORKER_LOST; none hangs.
     for (const r of lonelyResults) expect(r.error?.code).toMatch(/^(WORKER_LOST|NO_WORKER)$/);
     expect(lonelyResults.some((r) => r.error?.code === 'NO_WORKER')).toBe(true);
-    expect(Math.max(...(await runsOf([...shared, ...lonely].map((c) => c.id))))).toBe(1);
+    expect(Math.max(...(await t.runsOf([...shared, ...lonely].map((c) => c.id))))).toBe(1);
   });
 });

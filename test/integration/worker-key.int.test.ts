@@ -2,10 +2,9 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { FleetClient } from '@forge-fleet/client';
 import { deriveQueueKey, queueName } from '@forge-fleet/shared';
-import { Redis } from 'ioredis';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ROOT, TestFleet } from '../fixtures/fleet.js';
-import { redisUrl } from '../fixtures/redis.js';
+import { describe, expect, it } from 'vitest';
+import { ROOT } from '../fixtures/fleet.js';
+import { fleetPerTest } from '../fixtures/fleet-per-test.js';
 
 const PACK_TOOLS = join(ROOT, 'test', 'fixtures', 'pack-tools.ts');
 
@@ -16,36 +15,21 @@ const PACK_TOOLS = join(ROOT, 'test', 'fixtures', 'pack-tools.ts');
  * call: not fail every call it takes as FORGED_CALL.
  */
 describe('a worker with the wrong call key', () => {
-  let fleet: TestFleet;
-  let redis: Redis;
-  let client: FleetClient | undefined;
-  const runs = (id: string) => redis.get(`${fleet.prefix}:test:runs:{${id}}`).then((v) => Number(v ?? 0));
+  const t = fleetPerTest();
   const start = (tier: string, key: Buffer, extra: { pool?: string; env?: Record<string, string> } = {}) =>
-    fleet.worker({
+    t.fleet.worker({
       tier,
       tools: PACK_TOOLS,
       ...(extra.pool === undefined ? {} : { pool: extra.pool }),
       env: { FORGE_TEST_PACK: 'mix_a', FORGE_CALL_KEY: key.toString('base64url'), ...(extra.pool === undefined ? {} : { FORGE_TEST_POOL: extra.pool }), ...extra.env },
     });
 
-  beforeEach(() => {
-    fleet = new TestFleet();
-    redis = new Redis(redisUrl());
-  });
-
-  afterEach(async () => {
-    await client?.close();
-    client = undefined;
-    redis.disconnect();
-    await fleet.stopAll();
-  });
-
   it.each([
-    ['a key from another signing secret', () => deriveQueueKey(randomBytes(32), queueName(fleet.prefix, 'host')), undefined],
-    ["another tier's key", () => fleet.callKey('platform'), undefined],
-    ["the pool-less host key on a pool worker", () => fleet.callKey('host'), 'payments'],
+    ['a key from another signing secret', () => deriveQueueKey(randomBytes(32), queueName(t.fleet.prefix, 'host')), undefined],
+    ["another tier's key", () => t.fleet.callKey('platform'), undefined],
+    ["the pool-less host key on a pool worker", () => t.fleet.callKey('host'), 'payments'],
   ])('exits at start with CONFIG_INVALID naming FORGE_CALL_KEY and the command that makes the right key: %s', async (_what, key, pool) => {
-    await fleet.dispatcher({ FORGE_APPROVAL: 'auto' });
+    await t.fleet.dispatcher({ FORGE_APPROVAL: 'auto' });
     const failed = await start('host', key(), pool === undefined ? {} : { pool }).then(
       () => 'started',
       (error: Error) => error.message,
@@ -54,14 +38,14 @@ describe('a worker with the wrong call key', () => {
     expect(failed).toMatch(/CONFIG_INVALID: invalid FORGE_CALL_KEY/);
     expect(failed).toContain(`forge keys worker-key --secret <the dispatchers' signing.secret> --tier host${pool === undefined ? '' : ` --pool ${pool}`}`);
     // It announced nothing: no tool of it is in the catalog.
-    expect(await redis.hkeys(`${fleet.prefix}:{${fleet.prefix}.catalog}:${pool === undefined ? 'host' : `host.${pool}`}:definitions`)).toEqual([]);
+    expect(await t.redis.hkeys(`${t.fleet.prefix}:{${t.fleet.prefix}.catalog}:${pool === undefined ? 'host' : `host.${pool}`}:definitions`)).toEqual([]);
   });
 
   it('started before any dispatcher, it stops once one publishes its lane\'s key check, having run no call', async () => {
-    const wrong = await start('host', deriveQueueKey(randomBytes(32), queueName(fleet.prefix, 'host')));
-    client = new FleetClient({ url: (await fleet.dispatcher({ FORGE_APPROVAL: 'auto' })).url, retryWindowMs: 0 });
+    const wrong = await start('host', deriveQueueKey(randomBytes(32), queueName(t.fleet.prefix, 'host')));
+    t.client = new FleetClient({ url: (await t.fleet.dispatcher({ FORGE_APPROVAL: 'auto' })).url, retryWindowMs: 0 });
     const id = `wrong-key-${randomUUID()}`;
-    const submitted = client.call('mix_a', {}, { id, timeoutMs: 15_000 }).then(
+    const submitted = t.client.call('mix_a', {}, { id, timeoutMs: 15_000 }).then(
       (r) => r.error?.code ?? 'completed',
       (e: { code?: string }) => `refused ${e.code}`,
     );
@@ -69,12 +53,12 @@ describe('a worker with the wrong call key', () => {
     expect(wrong.output()).toMatch(/CONFIG_INVALID: invalid FORGE_CALL_KEY/);
     // Its call never ran: it was refused, or handed back and ended when the worker left (never FORGED_CALL).
     expect(await submitted).toMatch(/^(refused NO_WORKER|NO_WORKER)$/);
-    expect(await runs(id)).toBe(0);
+    expect(await t.runs(id)).toBe(0);
   });
 
   it('a worker with the right key starts and serves', async () => {
-    client = new FleetClient({ url: (await fleet.dispatcher({ FORGE_APPROVAL: 'auto' })).url });
-    await start('host', fleet.callKey('host'));
-    expect(await client.call('mix_a', {})).toMatchObject({ isError: false, structuredContent: { runs: 1 } });
+    t.client = new FleetClient({ url: (await t.fleet.dispatcher({ FORGE_APPROVAL: 'auto' })).url });
+    await start('host', t.fleet.callKey('host'));
+    expect(await t.client.call('mix_a', {})).toMatchObject({ isError: false, structuredContent: { runs: 1 } });
   });
 });

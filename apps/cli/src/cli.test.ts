@@ -249,6 +249,8 @@ describe('where fleet commands connect', () => {
 
   it("uses the dev fleet's admin token for the operator commands, its agent token for the others", () => {
     expect(resolveEndpoint({}, withDev, 'forge approvals', '')).toEqual({ url: 'http://127.0.0.1:9999', token: 'admin-token' });
+    // Deciding is an operator's too: after `npm start`, approve/deny/modify use the dev admin token.
+    for (const decide of ['approve', 'deny', 'modify']) expect(resolveEndpoint({}, withDev, `forge approvals ${decide}`, '')).toMatchObject({ token: 'admin-token' });
     expect(resolveEndpoint({}, withDev, 'forge queues', '')).toEqual({ url: 'http://127.0.0.1:9999', token: 'admin-token' });
     expect(resolveEndpoint({}, withDev, 'forge call', '')).toEqual({ url: 'http://127.0.0.1:9999', token: 'dev-token' });
   });

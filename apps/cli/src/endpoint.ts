@@ -18,8 +18,8 @@ export interface Endpoint {
 /** What `npm start` writes to `<FORGE_STATE_DIR>/dev.json` (extra fields are ignored). */
 const DevFile = z.object({ url: z.string().optional(), token: z.string().optional(), adminToken: z.string().optional() });
 
-/** Operator commands: against an `npm start` fleet they use its admin token (an agent token may not list approvals or queues). */
-const OPERATOR_COMMANDS = new Set(['forge approvals', 'forge queues']);
+/** Operator commands: against an `npm start` fleet they use its admin token (an agent token may not list or decide approvals, nor read queues). */
+const OPERATOR_COMMANDS = new Set(['forge approvals', 'forge approvals approve', 'forge approvals deny', 'forge approvals modify', 'forge queues']);
 
 function readDevFile(stateDir: string): z.infer<typeof DevFile> {
   const file = join(stateDir, 'dev.json');
