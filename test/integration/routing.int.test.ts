@@ -1,9 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { FleetClient } from '@forge-fleet/client';
+import { startLocalRedis } from '@forge-fleet/local-redis';
 import type { ToolResult } from '@forge-fleet/shared';
+import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { type FleetProcess, ROOT } from '../fixtures/fleet.js';
+import { type FleetProcess, ROOT, TestFleet } from '../fixtures/fleet.js';
 import { fleetPerTest } from '../fixtures/fleet-per-test.js';
 import { until } from '../fixtures/wait.js';
 
@@ -125,5 +127,37 @@ describe('workers of one lane with different tool packs', () => {
     }
     expect(lonelyResults.some((r) => r.error?.code === 'NO_WORKER')).toBe(true);
     expect(Math.max(...(await t.runsOf([...shared, ...lonely].map((c) => c.id))))).toBe(1);
+  });
+});
+
+/**
+ * A worker blocks on one queue (its pack's) whatever the number of tools it
+ * serves: its Redis connections are the same handful with 500 tools as with one.
+ */
+describe('a worker carrying hundreds of tools', () => {
+  it('holds as many Redis connections with 500 tools as with one, and serves every one of them', async () => {
+    const own = await startLocalRedis();
+    const fleet = new TestFleet({ redisUrl: own.url });
+    const redis = new Redis(own.url);
+    const client = new FleetClient({ url: (await fleet.dispatcher({ FORGE_APPROVAL: 'auto' })).url });
+    try {
+      const names = async (): Promise<string[]> => ((await redis.client('LIST')) as string).trim().split('\n').map((line) => /\bname=(\S*)/.exec(line)?.[1] ?? '');
+      const before = (await names()).length;
+      const one = await fleet.worker({ tier: 'host', tools: PACK_TOOLS, env: { FORGE_TEST_PACK: 'mix_a' } });
+      const withOne = (await names()).length - before;
+      await one.stop('SIGTERM');
+      await until('the one-tool worker’s connections to close', async () => (await names()).length === before);
+      await fleet.worker({ tier: 'host', tools: PACK_TOOLS, env: { FORGE_TEST_PACK: 'mix_b', FORGE_TEST_MANY: '500' } });
+      const withMany = (await names()).length - before;
+      expect(withMany).toBe(withOne);
+      expect(withMany).toBeLessThanOrEqual(6);
+      const tools = ['mix_b', 'many_0', 'many_250', 'many_499'];
+      for (const r of await Promise.all(tools.map((tool) => client.call(tool, {}, { timeoutMs: 30_000 })))) expect(r).toMatchObject({ isError: false, structuredContent: { runs: 1 } });
+    } finally {
+      await client.close();
+      redis.disconnect();
+      await fleet.stopAll();
+      await own.stop();
+    }
   });
 });
