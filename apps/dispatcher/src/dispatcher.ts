@@ -73,15 +73,15 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
   // Reading the audit stream is an admin's occasional query: on its own connection when its URL differs.
   const auditConnection = o.auditRedis === undefined || o.auditRedis.url === o.redis.url ? undefined : connectRedis(o.auditRedis, 'queue', o.log);
   const catalog = new CatalogView(new Catalog(redis, keys), o.prefix, o.catalogRefreshMs, log);
+  const store = new CallStore(redis, keys, o.retentionMs);
   // GET /v1/queues and the queue gauges of /metrics read the same counts.
   const queueStats = new QueueStatsReader({ redis, queueConnection, keys });
-  const metrics = new FleetMetrics('dispatcher', { queues: () => queueStats.read(), approvalsPending: () => redis.zcard(keys.approvals) }, { dispatcher: id });
+  const metrics = new FleetMetrics('dispatcher', { queues: () => queueStats.read(), approvalsPending: () => store.pendingApprovals() }, { dispatcher: id });
   metrics.knownTools((name) => catalog.definitionOf(name) !== undefined);
   // Every decision passes through the audit sink: outcomes are counted there (see MeteredAuditLogger).
   const audit = new DecisionAudit(new MeteredAuditLogger(new RedisAuditLogger(redis, keys), metrics), log);
   const inbox = new ReplyInbox(blocking, keys, id, { onError: (err) => log.error({ err }, 'reply inbox error') });
   const queues = new TierQueues(queueConnection, keys, o.retentionMs);
-  const store = new CallStore(redis, keys, o.retentionMs);
   const signer = new CallSigner(o.signingSecret, o.prefix, o.callValidityMs ?? o.retentionMs);
   const router = new PackRouter(catalog);
   const keyChecks = new KeyCheckPublisher(o.signingSecret, o.prefix, new KeyChecks(redis, keys), log);
@@ -126,7 +126,7 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
     auditReader: new AuditReader(auditConnection ?? redis, keys),
     queueStats,
     metrics,
-    mcpCancelBus: new McpCancelRelay(redis, subscriber, keys.mcpCancelChannel, id, log),
+    mcpCancelBus: new McpCancelRelay(redis, subscriber, keys, id, log),
   });
   let closed: Promise<void> | undefined;
   return {

@@ -315,6 +315,11 @@ export class CallStore {
   }
 
   /** Ids waiting for a person, oldest deadline first; with `dueBy`, only those whose deadline has passed. */
+  /** How many calls wait for a person (the approval index's size). */
+  pendingApprovals(): Promise<number> {
+    return this.#redis.zcard(this.#keys.approvals);
+  }
+
   async approvalIds(options: { limit?: number; dueBy?: number } = {}): Promise<string[]> {
     return this.#redis.zrangebyscore(this.#keys.approvals, '-inf', options.dueBy ?? '+inf', 'LIMIT', 0, options.limit ?? 1000);
   }

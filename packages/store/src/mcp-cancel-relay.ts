@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { FleetKeys } from './keys.js';
 import type { RedisConnection } from './redis.js';
 
 /**
@@ -28,19 +29,19 @@ export class McpCancelRelay {
   constructor(
     private readonly redis: RedisConnection,
     private readonly subscriber: RedisConnection,
-    private readonly channel: string,
+    private readonly keys: FleetKeys,
     private readonly dispatcherId: string,
     private readonly log: { warn(fields: object, message: string): void },
   ) {}
 
   publish(cancel: Omit<McpCancel, 'v' | 'from'>): void {
     const message: McpCancel = { v: 1, ...cancel, from: this.dispatcherId };
-    this.redis.publish(this.channel, JSON.stringify(message)).catch((err: unknown) => this.log.warn({ err }, 'could not relay an MCP cancellation'));
+    this.redis.publish(this.keys.mcpCancelChannel, JSON.stringify(message)).catch((err: unknown) => this.log.warn({ err }, 'could not relay an MCP cancellation'));
   }
 
   async subscribe(onCancel: (cancel: McpCancel) => void): Promise<void> {
     this.subscriber.on('message', (channel: string, raw: string) => {
-      if (channel !== this.channel) return;
+      if (channel !== this.keys.mcpCancelChannel) return;
       let cancel: McpCancel;
       try {
         cancel = McpCancel.parse(JSON.parse(raw));
@@ -50,6 +51,6 @@ export class McpCancelRelay {
       }
       if (cancel.from !== this.dispatcherId) onCancel(cancel);
     });
-    await this.subscriber.subscribe(this.channel);
+    await this.subscriber.subscribe(this.keys.mcpCancelChannel);
   }
 }
