@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '@forge-fleet/local-redis';
 import { type AuditEntry, type CallEnvelope, queueName, type ReplyMessage, type Tier, ToolDefinition, type ToolResult } from '@forge-fleet/shared';
-import { CallStore, Catalog, RedisAuditLogger, ReplyInbox, TierQueues, fleetKeys, packQueueName } from '@forge-fleet/store';
+import { CallStore, Catalog, QueueStatsReader, RedisAuditLogger, ReplyInbox, TierQueues, fleetKeys, packQueueName } from '@forge-fleet/store';
 import { type Job, Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -333,6 +333,31 @@ describe('the dispatcher under the ACL', () => {
     await expect(redis.hset(keys.catalogDefinitions('host'), 'echo', '{}')).rejects.toThrow(NOPERM);
     await expect(redis.zadd(keys.catalogLeases('host', 'echo'), Date.now() + 60_000, 'fake-worker')).rejects.toThrow(NOPERM);
     await expect(redis.sadd(keys.catalogLanes, 'fake')).rejects.toThrow(NOPERM);
+  });
+
+  it('keeps serving the queue view when a worker registers bogus lanes and packs (issue #15, item 8)', async () => {
+    const worker = connect('worker-platform');
+    const dispatcher = connect('dispatcher');
+    // A compromised platform worker may SADD any name into the lane set, and write anything into its own lane's packs.
+    const bogus = ['host.evil', 'bogus lane*', '{x}', 'host.', 'a'.repeat(300)];
+    await worker.sadd(keys.catalogLanes, 'platform', ...bogus);
+    await worker.hset(keys.catalogPacks('platform'), 'not a pack!', '[]', 'zzzzzzzzzzzzzzz', '{"not":"pairs"}');
+    const reader = new QueueStatsReader({ redis: dispatcher, keys });
+    try {
+      const stats = await reader.read();
+      for (const q of stats.queues) expect(bogus).not.toContain(q.lane);
+      const snapshot = await new Catalog(dispatcher, keys).snapshot();
+      // A well-formed pool lane (`host.evil`) is kept: a pool's first worker registers its lane before it announces
+      // tools (to get its key check); it has no tools, so it serves nothing and shows no queue. The others are left out.
+      expect(snapshot.lanes.filter((l) => bogus.includes(l))).toEqual(['host.evil']);
+      // Each left-out entry is named (the dispatcher logs them), and nothing else was lost.
+      expect(snapshot.skipped.join('\n')).toMatch(/bogus lane/);
+      expect(snapshot.skipped.join('\n')).toMatch(/zzzzzzzzzzzzzzz/);
+    } finally {
+      await reader.close();
+      await worker.srem(keys.catalogLanes, ...bogus);
+      await worker.hdel(keys.catalogPacks('platform'), 'not a pack!', 'zzzzzzzzzzzzzzz');
+    }
   });
 
   it('cannot switch databases or flush', async () => {
