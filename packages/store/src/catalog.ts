@@ -48,6 +48,8 @@ export class Catalog {
   readonly #redis: RedisConnection;
   readonly #keys: FleetKeys;
   readonly #announce;
+  /** The pack of each definitions list announced through this catalog: a worker renews the same list every few seconds. */
+  readonly #packs = new WeakMap<readonly ToolDefinition[], { readonly name: string | undefined; readonly pack: ToolPack }>();
 
   constructor(redis: RedisConnection, keys: FleetKeys) {
     this.#redis = redis;
@@ -55,9 +57,18 @@ export class Catalog {
     this.#announce = luaScript<(string | number)[]>(redis, 'forgeAnnounceTools', 'variable', ANNOUNCE_TOOLS);
   }
 
+  /** {@link packOf}, computed once per definitions list (hashing hundreds of definitions at every lease renewal is waste). */
+  #packOf(definitions: readonly ToolDefinition[], name: string | undefined): ToolPack {
+    const known = this.#packs.get(definitions);
+    if (known !== undefined && known.name === name) return known.pack;
+    const pack = packOf(definitions, name);
+    this.#packs.set(definitions, { name, pack });
+    return pack;
+  }
+
   /** The queue a worker serving `definitions` in `lane` (in the pack named `name`, if any) takes its calls from. */
   packQueue(lane: string, definitions: readonly ToolDefinition[], name?: string): { pack: ToolPack; queue: string } {
-    const pack = packOf(definitions, name);
+    const pack = this.#packOf(definitions, name);
     return { pack, queue: packQueueName(laneQueueName(this.#keys.prefix, lane), pack.id) };
   }
 
@@ -71,7 +82,7 @@ export class Catalog {
     const now = Date.now();
     // Registering the lane needs no atomicity with the announcement: it only tells dispatchers where to look.
     void this.#redis.sadd(this.#keys.catalogLanes, lane).catch(() => undefined);
-    const pack = packOf(definitions, options.pack);
+    const pack = this.#packOf(definitions, options.pack);
     const keys = [this.#keys.catalogDefinitions(lane), this.#keys.catalogPacks(lane), this.#keys.catalogPackLeases(lane, pack.id), ...definitions.map((d) => this.#keys.catalogLeases(lane, d.name))];
     const args: (string | number)[] = [workerId, now, now + leaseMs, pack.id, packJson(pack.tools)];
     for (const d of definitions) args.push(d.name, stableStringify(d));
@@ -101,7 +112,7 @@ export class Catalog {
   async withdraw(lane: string, workerId: string, definitions: readonly ToolDefinition[], pack?: string): Promise<void> {
     if (definitions.length === 0) return;
     const pipeline = this.#redis.pipeline();
-    pipeline.zrem(this.#keys.catalogPackLeases(lane, packOf(definitions, pack).id), workerId);
+    pipeline.zrem(this.#keys.catalogPackLeases(lane, this.#packOf(definitions, pack).id), workerId);
     for (const { name } of definitions) pipeline.zrem(this.#keys.catalogLeases(lane, name), workerId);
     pipeline.publish(this.#keys.catalogChannel, workerId);
     await pipeline.exec();

@@ -9,7 +9,7 @@ export { connectRedis, closeRedis, type ConnectionLog, type RedisConnection } fr
 export { CallStore, viewOf, requestHash, type EndOptions, type CallRecord, type NewCall, type StartOutcome } from './call-store.js';
 export { publishReply, ReplyPublisher, ReplyInbox, REPLY_LIST_TTL_MS } from './replies.js';
 export { Catalog, type CatalogEntry, type CatalogSnapshot, type PackEntry } from './catalog.js';
-export { TierQueues, openQueue, MAX_BATCH, ENQUEUE_OUTAGE_MS, type Route, type Submitted } from './queues.js';
+export { TierQueues, callsOfJob, openQueue, MAX_BATCH, ENQUEUE_OUTAGE_MS, type Route, type Submitted } from './queues.js';
 export { QueueStatsReader, type QueueStatsReaderOptions } from './queue-stats.js';
 export { stableStringify } from '@forge-fleet/shared';
 export { AUDIT_MAX_ENTRIES, AuditReader, RedisAuditLogger, RedisRiskSignalQueue, type AuditFilter, type StoredAuditEntry } from './audit.js';

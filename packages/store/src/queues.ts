@@ -33,6 +33,18 @@ export function openQueue(redis: RedisConnection, prefix: string, name: string):
   return new Queue(name, { connection: redis, prefix, streams: { events: { maxLen: EVENTS_MAX_LEN } } });
 }
 
+/**
+ * The calls a fleet job carries: its envelope, or its batch's (see
+ * TierQueues: a flush of one call is the envelope itself). Empty for data that
+ * is neither — a job no dispatcher made.
+ */
+export function callsOfJob(data: unknown): CallEnvelope[] {
+  // Decide the shape first: a failed parse builds an error object, which a single-call job should not pay for.
+  const isBatch = typeof data === 'object' && data !== null && 'batch' in data;
+  const parsed = isBatch ? CallBatch.safeParse(data) : CallEnvelope.safeParse(data);
+  return !parsed.success ? [] : 'batch' in parsed.data ? parsed.data.batch : [parsed.data];
+}
+
 /** Where a call goes: one tool pack's queue of its lane (see packs.ts). */
 export interface Route {
   /** The pack's BullMQ queue. */
@@ -263,8 +275,8 @@ export class TierQueues {
    * active ones whose lock has lapsed (their worker is gone). Each is removed
    * from the queue atomically (BullMQ refuses to remove a locked job), so of
    * several dispatchers sweeping the same queue only one gets a job. Returns
-   * the calls of the jobs taken, at most `limit` jobs' worth per call; what
-   * cannot be parsed as calls is removed and left out.
+   * the calls of the jobs taken (at most `limit` jobs per call of this
+   * method); what cannot be parsed as calls is removed and left out.
    */
   async takeStranded(queue: string, limit = 100): Promise<CallEnvelope[]> {
     const q = this.queue(queue);
@@ -272,13 +284,7 @@ export class TierQueues {
     const taken: CallEnvelope[] = [];
     for (const job of jobs) {
       if (job?.id === undefined || (await q.remove(job.id)) !== 1) continue;
-      const data: unknown = job.data;
-      const batch = CallBatch.safeParse(data);
-      if (batch.success) taken.push(...batch.data.batch);
-      else {
-        const single = CallEnvelope.safeParse(data);
-        if (single.success) taken.push(single.data);
-      }
+      taken.push(...callsOfJob(job.data));
     }
     return taken;
   }

@@ -1,4 +1,4 @@
-import type { CatalogSnapshot, PackEntry, Route } from '@forge-fleet/store';
+import type { PackEntry, Route } from '@forge-fleet/store';
 import type { CatalogView } from '../catalog/catalog-view.js';
 
 /**
@@ -20,7 +20,8 @@ export class PackRouter {
 
   constructor(catalog: CatalogView) {
     this.#catalog = catalog;
-    catalog.onRead((snapshot: CatalogSnapshot) => this.#reset(snapshot));
+    // A fresh read carries the queues' backlog: what was sent before it is counted there.
+    catalog.onRead(() => (this.#sent = new Map()));
   }
 
   /** Where a call of `tool` goes now, or `undefined` when no live worker serves it. */
@@ -46,9 +47,5 @@ export class PackRouter {
       }
     }
     return best;
-  }
-
-  #reset(_snapshot: CatalogSnapshot): void {
-    this.#sent = new Map();
   }
 }

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import { CallBatch, CallEnvelope, laneOf, queueName, type RedisTarget, type Tier, type Tool, WorkerLostError } from '@forge-fleet/shared';
-import { Catalog, CallStore, closeRedis, connectRedis, KeyChecks, openQueue, packOf, RedisAuditLogger, type RedisConnection, RedisRiskSignalQueue, ReplyPublisher, fleetKeys, packQueueName } from '@forge-fleet/store';
+import { laneOf, queueName, type RedisTarget, type Tier, type Tool, WorkerLostError } from '@forge-fleet/shared';
+import { Catalog, CallStore, callsOfJob, closeRedis, connectRedis, KeyChecks, openQueue, packOf, RedisAuditLogger, type RedisConnection, RedisRiskSignalQueue, ReplyPublisher, fleetKeys, packQueueName } from '@forge-fleet/store';
 import { type FleetMetrics, MeteredAuditLogger, type ToolTracer } from '@forge-fleet/telemetry';
 import { type Job, type Queue, UnrecoverableError, Worker } from 'bullmq';
 import type { Logger } from 'pino';
@@ -232,10 +232,7 @@ export class WorkerPool {
   async #process(job: Job, bullSignal?: AbortSignal): Promise<void> {
     const { runner, keyCheck } = this.#running!;
     const governor = this.#governor!;
-    // Decide the shape first: a failed parse builds an error object, which a single-call job should not pay for.
-    const isBatch = typeof job.data === 'object' && job.data !== null && 'batch' in job.data;
-    const parsed = isBatch ? CallBatch.safeParse(job.data) : CallEnvelope.safeParse(job.data);
-    const envelopes: CallEnvelope[] = !parsed.success ? [] : 'batch' in parsed.data ? parsed.data.batch : [parsed.data];
+    const envelopes = callsOfJob(job.data);
     if (envelopes.length === 0) {
       this.#o.log.error({ jobId: job.id, name: job.name }, 'job is neither a call envelope nor a batch; dropped');
       throw new UnrecoverableError('invalid call envelope');
