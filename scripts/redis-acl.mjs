@@ -47,7 +47,12 @@ const layout = (prefix) => ({
   catalogLanes: `${prefix}:{${prefix}.catalog}:lanes`,
   /** Each lane's key check: dispatchers write it, workers read theirs at start. */
   keyChecks: `${prefix}:{${prefix}.catalog}:keychecks`,
+  /** The audit stream: the audit keeper's user alone writes it (and reads it for `GET /v1/audit`). */
   audit: `${prefix}:{${prefix}.audit}`,
+  /** A writer's audit inbox (`dispatcher`, or a worker's lane): RPUSH is all its writer may do there. */
+  auditInbox: (writer) => `${prefix}:{${prefix}.audit}:inbox:${writer}`,
+  /** One lane's execution records (the replay barrier): its own workers alone, not the dispatchers. */
+  executions: (lane) => `${prefix}:executions:${lane}:*`,
   /** The calls waiting for a person, by deadline: dispatchers index them and sweep the expired. */
   approvals: `${prefix}:{${prefix}.approvals}`,
   catalogChannel: `${prefix}:catalog-changed`,
@@ -111,11 +116,20 @@ const BULLMQ_DIRECT = ['evalsha', 'eval', 'bzpopmin', 'xread'];
 /** Our own commands outside scripts (packages/store, apps/*). */
 const FLEET = {
   // HSET: the lanes' key checks; LLEN/ZCARD: the pack queues' backlog, read with the catalog.
-  dispatcher: ['hgetall', 'hget', 'hset', 'smembers', 'get', 'del', 'blmpop', 'lpush', 'pexpire', 'zcount', 'zcard', 'llen', 'xadd', 'publish', 'subscribe', 'unsubscribe'],
-  // XADD: a worker audits the forged calls it refuses (write-only on the audit stream).
-  // HGET: its lane's key check, at start.
-  worker: ['hget', 'zrem', 'zcount', 'sadd', 'lpush', 'pexpire', 'xadd', 'publish', 'subscribe', 'unsubscribe'],
+  dispatcher: ['hgetall', 'hget', 'hset', 'smembers', 'get', 'del', 'blmpop', 'lpush', 'pexpire', 'zcount', 'zcard', 'llen', 'publish', 'subscribe', 'unsubscribe'],
+  // HGET: its lane's key check, at start. HSET/HLEN/PEXPIREAT: the claim of a run on its lane's execution records.
+  worker: ['hget', 'hset', 'hlen', 'pexpireat', 'zrem', 'zcount', 'sadd', 'lpush', 'pexpire', 'publish', 'subscribe', 'unsubscribe'],
+  // Files the inboxes into the stream (LRANGE, XADD, LTRIM in one script) and reads it for GET /v1/audit.
+  audit: ['lrange', 'ltrim', 'xadd', 'xrevrange', 'xrange', 'xlen'],
 };
+
+/**
+ * A writer's one permission on the audit: a selector (Redis 7) allowing RPUSH
+ * on its own inbox and nothing else. Outside a selector, the key would share
+ * the user's other commands (DEL, PEXPIRE, the scripts' commands…), and any of
+ * them could take entries back; RPUSH has no way to remove anything.
+ */
+const appendOnly = (inbox) => `(%W~${inbox} +rpush)`;
 
 const uniqueSorted = (list) => [...new Set(list)].sort();
 
@@ -142,8 +156,18 @@ function fleetUsers({ prefix, hostPools, admin }) {
       role: 'dispatcher',
       queues: allQueues.map(({ tier, pool }) => queueName(prefix, tier, pool)),
       commands: uniqueSorted([...queueUser, ...FLEET.dispatcher]),
-      keys: [...allQueues.map(({ tier, pool }) => `~${k.queueKeys(tier, pool)}`), `~${k.callKeys('*')}`, `~${k.laneIndex}`, `~${k.replyKeys('*')}`, `~${k.approvals}`, `%R~${k.catalogKeys}`, `~${k.keyChecks}`, `%W~${k.audit}`],
+      keys: [...allQueues.map(({ tier, pool }) => `~${k.queueKeys(tier, pool)}`), `~${k.callKeys('*')}`, `~${k.laneIndex}`, `~${k.replyKeys('*')}`, `~${k.approvals}`, `%R~${k.catalogKeys}`, `~${k.keyChecks}`],
       channels: [k.catalogChannel, k.cancelChannel('*'), k.mcpCancelChannel],
+      selectors: [appendOnly(k.auditInbox('dispatcher'))],
+    },
+    {
+      // The audit keeper (each dispatcher runs one, with FORGE_AUDIT_REDIS_URL): the only user that writes the stream.
+      role: 'audit',
+      queues: [],
+      commands: uniqueSorted([...CONNECTION, 'evalsha', 'eval', ...FLEET.audit]),
+      keys: [`~${k.audit}`, `~${k.auditInbox('*')}`],
+      channels: [],
+      selectors: [],
     },
     ...allQueues.map(({ tier, pool }) => ({
       role: pool === undefined ? `worker-${tier}` : `worker-${tier}-${pool}`,
@@ -151,8 +175,9 @@ function fleetUsers({ prefix, hostPools, admin }) {
       commands: uniqueSorted([...queueUser, ...FLEET.worker]),
       // Only its own lane's call records and reply lists. (The EVAL that ends a call declares the submitter's reply
       // list as a key, and Redis wants read and write on every declared key: the lane's reply lists are read-write.)
-      keys: [`~${k.queueKeys(tier, pool)}`, `~${k.callKeys(laneOf(tier, pool))}`, `~${k.replyKeys(laneOf(tier, pool))}`, `~${k.laneCatalogKeys(laneOf(tier, pool))}`, `~${k.catalogLanes}`, `%R~${k.keyChecks}`, `%W~${k.audit}`],
+      keys: [`~${k.queueKeys(tier, pool)}`, `~${k.callKeys(laneOf(tier, pool))}`, `~${k.replyKeys(laneOf(tier, pool))}`, `~${k.laneCatalogKeys(laneOf(tier, pool))}`, `~${k.catalogLanes}`, `%R~${k.keyChecks}`, `~${k.executions(laneOf(tier, pool))}`],
       channels: [k.cancelChannel(laneOf(tier, pool)), k.catalogChannel],
+      selectors: [appendOnly(k.auditInbox(laneOf(tier, pool)))],
     })),
   ];
   if (admin) {
@@ -163,6 +188,7 @@ function fleetUsers({ prefix, hostPools, admin }) {
       commands: ['@read', '@write', '@keyspace', '@scripting', '@pubsub', '@connection', '@transaction', '-@dangerous', 'info', 'client|list', '-select'],
       keys: [`~${prefix}:*`],
       channels: [`${prefix}:*`],
+      selectors: [],
     });
   }
   const vars = new Map();
@@ -181,7 +207,7 @@ function aclLine(user, password) {
   const auth = password === undefined ? ['off'] : ['on', `#${createHash('sha256').update(password).digest('hex')}`];
   const commands = user.commands.map((c) => (c.startsWith('-') ? c : `+${c}`));
   const channels = user.channels.map((c) => `&${c}`);
-  return ['user', user.name, ...auth, 'resetkeys', 'resetchannels', '-@all', ...commands, ...user.keys, ...channels].join(' ');
+  return ['user', user.name, ...auth, 'resetkeys', 'resetchannels', 'clearselectors', '-@all', ...commands, ...user.keys, ...channels, ...user.selectors].join(' ');
 }
 
 /** Reads `NAME=value` lines (a previous run's generated passwords). */

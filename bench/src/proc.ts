@@ -35,16 +35,23 @@ export async function until(what: string, check: () => boolean | Promise<boolean
 /**
  * Fresh keys for a benchmark fleet, as `npm start` makes them: the
  * dispatcher's signing secret and token public key, the platform worker's
- * queue key, and a token for the agents. The fleet arm runs the production
- * path: every request is authenticated, every call signed and verified.
+ * queue key, a token for the agents, and `callers` tokens of distinct
+ * subjects. The fleet arm runs the production path: every request is
+ * authenticated, every call signed and verified.
  */
-export async function fleetSecrets(prefix: string): Promise<{ dispatcher: Record<string, string>; platformWorker: Record<string, string>; agent: Record<string, string> }> {
+export async function fleetSecrets(
+  prefix: string,
+  callers = 0,
+): Promise<{ dispatcher: Record<string, string>; platformWorker: Record<string, string>; agent: Record<string, string>; callerTokens: string[] }> {
   const secret = randomBytes(32);
   const tokenKeys = generateTokenKeys();
+  const mint = (subject: string) => mintToken(tokenKeys.privateKeyPem, { subject, expiresInSeconds: 3600 });
   return {
     dispatcher: { FORGE_SIGNING_SECRET: secret.toString('base64url'), FORGE_TOKEN_PUBLIC_KEY: tokenKeys.publicKeyPem },
     platformWorker: { FORGE_CALL_KEY: deriveQueueKey(secret, queueName(prefix, 'platform')).toString('base64url') },
-    agent: { FORGE_TOKEN: await mintToken(tokenKeys.privateKeyPem, { subject: 'bench-agent', expiresInSeconds: 3600 }) },
+    agent: { FORGE_TOKEN: await mint('bench-agent') },
+    // Distinct subjects: the sandbox gives each caller processes of its own (docs/sandbox.md).
+    callerTokens: await Promise.all(Array.from({ length: callers }, (_, i) => mint(`bench-caller-${i}`))),
   };
 }
 
@@ -98,10 +105,26 @@ export function descendants(pid: number): number[] {
   return found;
 }
 
-/** CPU time of a process and everything it started (a worker and its sandbox processes), in milliseconds. */
+/** CPU time (user + system) of the children a process has reaped — with theirs — in milliseconds. */
+function reapedCpuMs(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return ((Number(fields[13]) + Number(fields[14])) * 1000) / TICKS_PER_SECOND;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/**
+ * CPU time of a process and everything it started (a worker and its sandbox
+ * processes), in milliseconds: the live ones' own time plus what each has
+ * reaped, so processes that ended meanwhile (a sandbox process per call) are
+ * counted too.
+ */
 export function treeCpuMs(pid: number): number {
   return [pid, ...descendants(pid)].reduce((sum, p) => {
-    const ms = cpuMs(p);
+    const ms = cpuMs(p) + reapedCpuMs(p);
     return Number.isNaN(ms) ? sum : sum + ms;
   }, 0);
 }
@@ -125,4 +148,27 @@ export function peakRssMb(pid: number): number {
 /** Resident memory (VmRSS) of a process now, in MB. */
 export function rssMb(pid: number): number {
   return statusMb(pid, 'VmRSS');
+}
+
+/**
+ * The sandbox processes under a worker, as the window closes: how many Node
+ * processes (their `unshare`/`prlimit` wrappers not counted) and their
+ * resident memory together, in MB (shared pages counted in each).
+ */
+export function sandboxFootprint(workerPid: number): { processes: number; rssMb: number } {
+  let processes = 0;
+  let rss = 0;
+  for (const pid of descendants(workerPid)) {
+    let comm: string;
+    try {
+      comm = readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+    } catch {
+      continue;
+    }
+    if (comm !== 'node' && !comm.startsWith('node')) continue;
+    processes += 1;
+    const mb = rssMb(pid);
+    if (!Number.isNaN(mb)) rss += mb;
+  }
+  return { processes, rssMb: Math.round(rss) };
 }

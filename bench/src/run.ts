@@ -7,13 +7,19 @@
  * /proc and Redis command counts from INFO commandstats.
  *
  * `--quick`: one repetition of shorter windows, for a smoke run.
+ *
+ * Besides the four points of both arms, fleet-only points measure what the
+ * sandbox's process isolation costs (issue #15, item 4): 256 calls in flight
+ * spread over 16 and 64 callers (token subjects: each gets sandbox processes
+ * of its own), and a worker under `--sandbox-isolation call` (a process per
+ * call), beside `inflight-256` and `inflight-16` of the same run.
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { freePort, startLocalRedis } from '@forge-fleet/local-redis';
 import { Redis } from 'ioredis';
-import { cpuMs, fleetSecrets, nodeArgsFor, peakRssMb, ROOT, type Spawned, spawnNode, treeCpuMs, until } from './proc.js';
+import { cpuMs, fleetSecrets, nodeArgsFor, peakRssMb, ROOT, sandboxFootprint, type Spawned, spawnNode, treeCpuMs, until } from './proc.js';
 
 const quick = process.argv.includes('--quick');
 const REPS = Number(process.env.BENCH_REPS ?? (quick ? 1 : 3));
@@ -28,18 +34,32 @@ interface Point {
   readonly inflight: number;
   readonly agents: number;
   readonly dispatchers: number;
+  /** Distinct callers (token subjects) the calls are spread over, in turn. @defaultValue one (the agents' token) */
+  readonly callers?: number;
+  /** The worker's `--sandbox-isolation`. @defaultValue the worker's default (`caller`) */
+  readonly isolation?: 'caller' | 'call';
+  /** Measures the fleet only: raw BullMQ has no sandbox and no callers. */
+  readonly fleetOnly?: boolean;
 }
-const POINTS: readonly Point[] = [
+/** The points of both arms; the checks need all four. */
+const BASE_POINTS: readonly Point[] = [
   { name: 'inflight-1', inflight: 1, agents: 1, dispatchers: 1 },
   { name: 'inflight-16', inflight: 16, agents: 1, dispatchers: 1 },
   { name: 'inflight-256', inflight: 256, agents: 1, dispatchers: 1 },
   { name: 'fanout-16x16', inflight: 256, agents: 16, dispatchers: 2 },
+];
+const POINTS: readonly Point[] = [
+  ...BASE_POINTS,
+  { name: 'callers-16', inflight: 256, agents: 1, dispatchers: 1, callers: 16, fleetOnly: true },
+  { name: 'callers-64', inflight: 256, agents: 1, dispatchers: 1, callers: 64, fleetOnly: true },
+  { name: 'per-call-16', inflight: 16, agents: 1, dispatchers: 1, isolation: 'call', fleetOnly: true },
 ];
 /** `BENCH_ARMS=fleet-http` measures only that arm (for A/B experiments between two builds). */
 const ARMS: readonly Arm[] = (['raw-bullmq', 'fleet-http'] as const).filter((a) => process.env.BENCH_ARMS?.split(',').includes(a) ?? true);
 /** `BENCH_POINTS=inflight-256,fanout-16x16` measures only those points (for experiments; the checks need all four). */
 const ONLY = process.env.BENCH_POINTS?.split(',');
 const SELECTED = ONLY === undefined ? POINTS : POINTS.filter((p) => ONLY.includes(p.name));
+const armsOf = (point: Point): readonly Arm[] => ARMS.filter((arm) => !(point.fleetOnly === true && arm === 'raw-bullmq'));
 
 interface Sample {
   readonly callsPerSec: number;
@@ -50,6 +70,8 @@ interface Sample {
   readonly cpuMsPerCall: Record<Kind, number> & { total: number; /** The worker's sandbox processes (part of `worker`). */ sandbox: number };
   readonly redisCmdsPerCall: number;
   readonly peakRssMb: { worker: number; dispatcher: number };
+  /** The worker's sandbox processes as the window closed: how many, and their resident memory together. */
+  readonly sandbox: { processes: number; rssMb: number };
 }
 
 interface Proc extends Spawned {
@@ -95,7 +117,7 @@ function reportLine(out: string): string | undefined {
 }
 
 /** One set of keys for the whole run: tokens verified and calls signed and checked, as in production. */
-const SECRETS = await fleetSecrets('bench');
+const SECRETS = await fleetSecrets('bench', Math.max(0, ...POINTS.map((p) => p.callers ?? 0)));
 
 async function startServers(arm: Arm, point: Point, redisUrl: string): Promise<{ procs: Proc[]; urls: string[] }> {
   if (arm === 'raw-bullmq') {
@@ -112,7 +134,7 @@ async function startServers(arm: Arm, point: Point, redisUrl: string): Promise<{
     procs.push(start('dispatcher', [...(process.env.BENCH_DISPATCHER_FLAGS?.split(' ').filter(Boolean) ?? []), ...nodeArgsFor('apps/dispatcher/bin/forge-dispatcher.js')], { ...env, ...signing.dispatcher, PORT: String(port) }));
     urls.push(`http://127.0.0.1:${port}`);
   }
-  procs.push(start('worker', [...(process.env.BENCH_WORKER_FLAGS?.split(' ').filter(Boolean) ?? []), ...nodeArgsFor('apps/worker/bin/forge-worker.js'), '--tier', 'platform', '--tools', 'bench/src/tools.ts', '--concurrency', String(WORKER_CONCURRENCY)], { ...env, ...signing.platformWorker }));
+  procs.push(start('worker', [...(process.env.BENCH_WORKER_FLAGS?.split(' ').filter(Boolean) ?? []), ...nodeArgsFor('apps/worker/bin/forge-worker.js'), '--tier', 'platform', '--tools', 'bench/src/tools.ts', '--concurrency', String(WORKER_CONCURRENCY), ...(point.isolation === undefined ? [] : ['--sandbox-isolation', point.isolation])], { ...env, ...signing.platformWorker }));
   for (const url of urls) {
     await until(`dispatcher ${url} serving noop`, async () => {
       try {
@@ -139,11 +161,16 @@ async function measure(arm: Arm, point: Point, redisUrl: string, redisPid: numbe
     const per = Math.max(1, Math.round(point.inflight / point.agents));
     for (let i = 0; i < point.agents; i++) {
       const args = arm === 'raw-bullmq' ? [...TSX, 'bench/src/raw-agent.ts', redisUrl, 'bench', String(per)] : [...TSX, 'bench/src/fleet-agent.ts', urls[i % urls.length]!, String(per)];
-      agents.push(start('agent', args, arm === 'raw-bullmq' ? {} : SECRETS.agent));
+      const callers = point.callers === undefined ? {} : { FORGE_TOKENS: SECRETS.callerTokens.slice(0, point.callers).join(',') };
+      agents.push(start('agent', args, arm === 'raw-bullmq' ? {} : { ...SECRETS.agent, ...callers }));
     }
     await until('agents ready', () => agents.every((a) => a.out.includes('"event":"ready"')));
     // Many agent processes on two cores need longer to finish JIT-compiling before the numbers mean anything.
-    await new Promise((r) => setTimeout(r, point.agents > 1 ? WARMUP_MS * 4 : WARMUP_MS));
+    // Each caller's sandbox process starts on its first call (this machine starts a few a second): measured once all run.
+    const callers = point.callers ?? 1;
+    const worker = procs.find((p) => p.kind === 'worker');
+    if (callers > 1 && worker !== undefined) await until(`a sandbox process for each of ${callers} callers`, () => sandboxFootprint(worker.child.pid!).processes >= callers, 180_000);
+    await new Promise((r) => setTimeout(r, point.agents > 1 || callers > 1 ? WARMUP_MS * 4 : WARMUP_MS));
 
     const all = [...procs, ...agents];
     // A worker's figure includes its sandbox processes.
@@ -158,6 +185,7 @@ async function measure(arm: Arm, point: Point, redisUrl: string, redisPid: numbe
     const cpuAfter = all.map((p) => treeCpuMs(p.child.pid!));
     const ownAfter = all.map((p) => cpuMs(p.child.pid!));
     const redisCpuAfter = cpuMs(redisPid);
+    const sandbox = worker === undefined ? { processes: 0, rssMb: 0 } : sandboxFootprint(worker.child.pid!);
     for (const a of agents) a.child.kill('SIGUSR2');
     const windowMs = performance.now() - t0;
     // A report is one long line (every latency); it is complete only once its newline has arrived.
@@ -177,9 +205,9 @@ async function measure(arm: Arm, point: Point, redisUrl: string, redisPid: numbe
     const cpu: Record<Kind, number> = { agent: 0, dispatcher: 0, worker: 0, redis: redisCpuAfter - redisCpuBefore };
     all.forEach((p, i) => (cpu[p.kind] += cpuAfter[i]! - cpuBefore[i]!));
     // What a worker's child processes used: its sandbox (raw BullMQ's worker has none).
-    let sandbox = 0;
+    let sandboxCpu = 0;
     all.forEach((p, i) => {
-      if (p.kind === 'worker') sandbox += cpuAfter[i]! - cpuBefore[i]! - (ownAfter[i]! - ownBefore[i]!);
+      if (p.kind === 'worker') sandboxCpu += cpuAfter[i]! - cpuBefore[i]! - (ownAfter[i]! - ownBefore[i]!);
     });
     const perCall = (v: number): number => (calls === 0 ? Number.NaN : v / calls);
     const rss = (kind: Kind): number => Math.max(0, ...procs.filter((p) => p.kind === kind).map((p) => peakRssMb(p.child.pid!)));
@@ -195,10 +223,11 @@ async function measure(arm: Arm, point: Point, redisUrl: string, redisPid: numbe
         worker: perCall(cpu.worker),
         redis: perCall(cpu.redis),
         total: perCall(cpu.agent + cpu.dispatcher + cpu.worker + cpu.redis),
-        sandbox: perCall(sandbox),
+        sandbox: perCall(sandboxCpu),
       },
       redisCmdsPerCall: perCall(cmdsAfter - cmdsBefore),
       peakRssMb: { worker: rss('worker'), dispatcher: rss('dispatcher') },
+      sandbox,
     };
   } finally {
     await stopAll([...agents, ...procs]);
@@ -241,6 +270,7 @@ function summarise(point: string, arm: Arm, reps: Sample[]): Summary {
       },
       redisCmdsPerCall: m((s) => s.redisCmdsPerCall),
       peakRssMb: { worker: m((s) => s.peakRssMb.worker), dispatcher: m((s) => s.peakRssMb.dispatcher) },
+      sandbox: { processes: m((s) => s.sandbox.processes), rssMb: m((s) => s.sandbox.rssMb) },
     },
     spread: { callsPerSec: range((s) => s.callsPerSec), p50: range((s) => s.p50), p99: range((s) => s.p99) },
   };
@@ -250,14 +280,14 @@ const f = (n: number, digits = 2): string => (Number.isNaN(n) ? '–' : n.toFixe
 
 function table(summaries: readonly Summary[]): string {
   const rows = [
-    '| point | arm | calls/s (min–max) | p50 ms | p95 ms | p99 ms | CPU ms/call agent · disp · worker (sandbox) · redis = total | Redis cmds/call | peak RSS MB worker · disp |',
-    '|---|---|---|---|---|---|---|---|---|',
+    '| point | arm | calls/s (min–max) | p50 ms | p95 ms | p99 ms | CPU ms/call agent · disp · worker (sandbox) · redis = total | Redis cmds/call | peak RSS MB worker · disp | sandbox processes · RSS MB |',
+    '|---|---|---|---|---|---|---|---|---|---|',
   ];
   for (const s of summaries) {
     const m = s.median;
     const c = m.cpuMsPerCall;
     rows.push(
-      `| ${s.point} | ${s.arm} | ${f(m.callsPerSec, 0)} (${f(s.spread.callsPerSec[0], 0)}–${f(s.spread.callsPerSec[1], 0)}) | ${f(m.p50)} | ${f(m.p95)} | ${f(m.p99)} | ${f(c.agent, 3)} · ${f(c.dispatcher, 3)} · ${f(c.worker, 3)} (${f(c.sandbox, 3)}) · ${f(c.redis, 3)} = ${f(c.total, 3)} | ${f(m.redisCmdsPerCall, 1)} | ${f(m.peakRssMb.worker, 0)} · ${s.arm === 'fleet-http' ? f(m.peakRssMb.dispatcher, 0) : '–'} |`,
+      `| ${s.point} | ${s.arm} | ${f(m.callsPerSec, 0)} (${f(s.spread.callsPerSec[0], 0)}–${f(s.spread.callsPerSec[1], 0)}) | ${f(m.p50)} | ${f(m.p95)} | ${f(m.p99)} | ${f(c.agent, 3)} · ${f(c.dispatcher, 3)} · ${f(c.worker, 3)} (${f(c.sandbox, 3)}) · ${f(c.redis, 3)} = ${f(c.total, 3)} | ${f(m.redisCmdsPerCall, 1)} | ${f(m.peakRssMb.worker, 0)} · ${s.arm === 'fleet-http' ? f(m.peakRssMb.dispatcher, 0) : '–'} | ${s.arm === 'fleet-http' ? `${f(m.sandbox.processes, 0)} · ${f(m.sandbox.rssMb, 0)}` : '–'} |`,
     );
   }
   return rows.join('\n');
@@ -298,7 +328,7 @@ try {
   for (let rep = 1; rep <= REPS; rep++) {
     for (const point of SELECTED) {
       // Arms alternate within each point so slow drift of a noisy machine hits both alike.
-      for (const arm of rep % 2 === 1 ? ARMS : [...ARMS].reverse()) {
+      for (const arm of rep % 2 === 1 ? armsOf(point) : [...armsOf(point)].reverse()) {
         const sample = await measure(arm, point, redisServer.url, redisServer.pid, redis);
         const key = `${point.name}|${arm}`;
         samples.set(key, [...(samples.get(key) ?? []), sample]);
@@ -306,8 +336,8 @@ try {
       }
     }
   }
-  const summaries = SELECTED.flatMap((p) => ARMS.map((arm) => summarise(p.name, arm, samples.get(`${p.name}|${arm}`) ?? [])));
-  const results = SELECTED.length === POINTS.length ? checks(summaries) : [];
+  const summaries = SELECTED.flatMap((p) => armsOf(p).map((arm) => summarise(p.name, arm, samples.get(`${p.name}|${arm}`) ?? [])));
+  const results = BASE_POINTS.every((p) => SELECTED.includes(p)) && ARMS.length === 2 ? checks(summaries) : [];
   const date = new Date().toISOString().slice(0, 10);
   const redisVersion = /redis_version:(\S+)/.exec(await redis.info('server'))?.[1];
   const bullmqVersion = (JSON.parse(readFileSync(join(ROOT, 'node_modules/bullmq/package.json'), 'utf8')) as { version: string }).version;
@@ -315,7 +345,7 @@ try {
   const markdown = [
     `# Benchmark ${meta.date}${quick ? ' (quick)' : ''}`,
     '',
-    `Node ${meta.node}, ${meta.cpus} cores, Redis ${meta.redis}, BullMQ ${meta.bullmq}; ${REPS} repetition(s) of ${WINDOW_MS} ms windows after ${WARMUP_MS} ms warm-up (4× that for the fan-out point); one worker process (concurrency ${WORKER_CONCURRENCY}) per arm; medians, calls/s spread in brackets. Fleet processes log at \`warn\`.`,
+    `Node ${meta.node}, ${meta.cpus} cores, Redis ${meta.redis}, BullMQ ${meta.bullmq}; ${REPS} repetition(s) of ${WINDOW_MS} ms windows after ${WARMUP_MS} ms warm-up (4× that for the fan-out point); one worker process (concurrency ${WORKER_CONCURRENCY}) per arm; medians, calls/s spread in brackets. Fleet processes log at \`warn\`. Fleet-only points: \`callers-N\` spreads 256 calls in flight over N token subjects (each gets sandbox processes of its own); \`per-call-16\` runs the worker under \`--sandbox-isolation call\` (a sandbox process per call).`,
     '',
     table(summaries),
     '',
@@ -324,14 +354,15 @@ try {
     ...results.map((c) => `| ${c.target} | ${f(c.fleet)} | ${f(c.bar)} | ${c.met ? 'yes' : 'no'} |`),
     '',
   ].join('\n');
-  const dir = join(ROOT, 'bench', 'results');
+  // BENCH_RESULTS_DIR: an experiment's results elsewhere (bench/results holds the committed runs).
+  const dir = process.env.BENCH_RESULTS_DIR ?? join(ROOT, 'bench', 'results');
   mkdirSync(dir, { recursive: true });
   // Runs of some points or arms are experiments: kept apart from (and never mistaken for) a full run's results.
   const partial = SELECTED.length !== POINTS.length || ARMS.length !== 2;
   const name = `${date}${quick ? '-quick' : ''}${partial ? '-partial' : ''}`;
   writeFileSync(join(dir, `${name}.json`), `${JSON.stringify({ meta, summaries, checks: results }, null, 2)}\n`);
   writeFileSync(join(dir, `${name}.md`), markdown);
-  process.stdout.write(`\n${markdown}\nwritten: bench/results/${name}.json, bench/results/${name}.md\n`);
+  process.stdout.write(`\n${markdown}\nwritten: ${join(dir, `${name}.json`)}, ${join(dir, `${name}.md`)}\n`);
 } finally {
   redis.disconnect();
   await redisServer.stop();

@@ -65,8 +65,8 @@ for tier in platform embedded host; do
   forge keys worker-key --secret "$out/keys/signing.secret" --tier "$tier" --prefix "$prefix" > "$out/call-key.$tier"
 done
 
-# 3. Redis ACL: one user per role; the file holds only SHA-256 hashes. --admin adds <prefix>-admin (operators,
-#    and the dispatcher's FORGE_AUDIT_REDIS_URL if you opt in below).
+# 3. Redis ACL: one user per role (and <prefix>-audit, the dispatchers' audit keeper); the file holds only SHA-256
+#    hashes. --admin adds <prefix>-admin for operators.
 (cd "$root" && FORGE_PREFIX="$prefix" node scripts/redis-acl.mjs --admin --passwords-file "$out/redis-passwords.env" --out "$out/fleet.acl")
 
 # 4. Each service's REDIS_URL, with its own user. Passwords are percent-encoded into the URL.
@@ -90,9 +90,9 @@ write_env worker-platform worker-platform WORKER_PLATFORM
 write_env worker-embedded worker-embedded WORKER_EMBEDDED
 write_env worker-host worker-host WORKER_HOST
 {
-  echo "# GET /v1/audit reads the audit stream, which the dispatcher's own Redis user may only append to. To serve it,"
-  echo "# uncomment this line: it hands the dispatcher the admin user's password (and so the power to rewrite the audit)."
-  echo "#FORGE_AUDIT_REDIS_URL=$(redis_url "$prefix-admin" "$(password_of ADMIN)")"
+  echo "# The audit keeper: files every role's audit inbox into the stream (the one user that may write it) and reads"
+  echo "# it for GET /v1/audit. Keep it apart from REDIS_URL: a leaked dispatcher user then cannot rewrite the audit."
+  echo "FORGE_AUDIT_REDIS_URL=$(redis_url "$prefix-audit" "$(password_of AUDIT)")"
 } >> "$out/dispatcher.env"
 
 # Containers read these as their own users (10001 for the fleet, 999 for Redis), not as the operator: the files are

@@ -165,9 +165,13 @@ describe('a fleet: one dispatcher, workers of every tier', () => {
     } finally {
       await research.close();
     }
-    const entries = await redis.xrange(`${fleet.prefix}:{${fleet.prefix}.audit}`, '-', '+');
-    const audit = entries.map(([, fields]) => JSON.parse(fields[3] ?? '{}') as Record<string, unknown>);
-    expect(audit).toEqual(expect.arrayContaining([expect.objectContaining({ callId: 'oos-1', tool: 'host_echo', errorCategory: 'out_of_scope', scopeAtDispatch: 'research' })]));
+    // Written before the answer; filed into the stream by the dispatcher's audit keeper a moment later.
+    const entry = await until('the audit entry of the out-of-scope call', async () => {
+      const entries = await redis.xrange(`${fleet.prefix}:{${fleet.prefix}.audit}`, '-', '+');
+      // Audit entries only: the out-of-scope call's risk signal shares the stream (kind `risk`).
+      return entries.filter(([, fields]) => fields[1] === 'audit').map(([, fields]) => JSON.parse(fields[3] ?? '{}') as Record<string, unknown>).find((e) => e['callId'] === 'oos-1');
+    });
+    expect(entry).toMatchObject({ callId: 'oos-1', tool: 'host_echo', errorCategory: 'out_of_scope', scopeAtDispatch: 'research' });
   });
 
   it('refuses missing, foreign, expired and unknown-task tokens (UNAUTHENTICATED, 401) and an approver calling tools (FORBIDDEN, 403)', async () => {

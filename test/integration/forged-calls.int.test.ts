@@ -1,6 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { type CallEnvelope, deriveQueueKey, isFinalStatus, queueName, signEnvelope } from '@forge-fleet/shared';
-import { CallStore, Catalog, fleetKeys } from '@forge-fleet/store';
+import { AuditArchivist, CallStore, Catalog, fleetKeys } from '@forge-fleet/store';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -87,8 +87,12 @@ describe('a host worker refuses calls no dispatcher signed for its queue', () =>
       expect(await redis.get(`${fleet.prefix}:test:runs:{${envelope.call.id}}`)).toBeNull();
     }
 
+    // No dispatcher runs here: file the worker's audit inbox as a dispatcher's audit keeper would.
+    await new AuditArchivist({ redis, keys: keys(), lanes: () => ['host'], log: { error: () => {} } }).drain();
     const stream = await redis.xrange(keys().audit, '-', '+');
-    const entries = stream.map(([, fields]) => ({ kind: fields[1], entry: JSON.parse(fields[3] ?? '{}') as { callId: string; errorCategory?: string; kind?: string; reason?: string } }));
+    const field = (fields: string[], name: string): string | undefined => fields[fields.indexOf(name) + 1];
+    const entries = stream.map(([, fields]) => ({ kind: field(fields, 'kind'), writer: field(fields, 'writer'), entry: JSON.parse(field(fields, 'entry') ?? '{}') as { callId: string; errorCategory?: string; kind?: string; reason?: string } }));
+    expect(new Set(entries.map((e) => e.writer))).toEqual(new Set(['host']));
     for (const envelope of Object.values(forged)) {
       const about = entries.filter((e) => e.entry.callId === envelope.call.id);
       expect(about.some((e) => e.kind === 'audit' && e.entry.errorCategory === 'forged_call' && typeof e.entry.reason === 'string')).toBe(true);

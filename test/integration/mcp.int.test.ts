@@ -198,6 +198,8 @@ describe('the fleet as an MCP server (official client, Streamable HTTP)', () => 
     const steps = seen.filter((p) => p.message?.startsWith('step ') === true);
     expect(steps.map((p) => p.message)).toEqual(['step 1', 'step 2', 'step 3']);
     expect(seen[0]?.message).toBe('queued');
+    // The final status comes last, after the tool's reports, and fills the bar.
+    expect(seen.at(-1)).toMatchObject({ message: 'completed', total: seen.at(-1)?.progress });
     // The tool's numbers, shifted past the status notices sent before its first report; the last step is the whole.
     const last = steps.at(-1)!;
     expect(last.progress).toBe(last.total);

@@ -1,14 +1,14 @@
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { freePort } from '@forge-fleet/local-redis';
 import { type AuditEntry, type CallEnvelope, queueName, type ReplyMessage, type Tier, ToolDefinition, type ToolResult } from '@forge-fleet/shared';
-import { CallStore, Catalog, QueueStatsReader, RedisAuditLogger, ReplyInbox, TierQueues, fleetKeys, packQueueName } from '@forge-fleet/store';
+import { AuditArchivist, AuditReader, CallStore, Catalog, QueueStatsReader, RedisAuditLogger, ReplyInbox, TierQueues, fleetKeys, packQueueName } from '@forge-fleet/store';
 import { type Job, Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AclRedis, generateAcl, startRedisServer, stopRedisServer } from '../fixtures/acl-redis.js';
 import { ROOT } from '../fixtures/fleet.js';
 
 /**
@@ -16,15 +16,10 @@ import { ROOT } from '../fixtures/fleet.js';
  * real BullMQ and the fleet's own store classes connecting as each role.
  */
 
-const GENERATOR = join(ROOT, 'scripts', 'redis-acl.mjs');
 const prefix = `acl${randomBytes(4).toString('hex')}`;
 const keys = fleetKeys(prefix);
 const pools = ['gpu', 'cpu'];
-const roles = ['dispatcher', 'worker-platform', 'worker-embedded', 'worker-host', 'worker-host-gpu', 'worker-host-cpu', 'admin'] as const;
-type Role = (typeof roles)[number];
-
-const passwordVar = (role: Role): string => `FORGE_REDIS_PASSWORD_${role.toUpperCase().replace(/-/g, '_')}`;
-const passwords = Object.fromEntries(roles.map((r) => [r, randomBytes(18).toString('base64url')])) as Record<Role, string>;
+type Role = 'dispatcher' | 'audit' | 'worker-platform' | 'worker-embedded' | 'worker-host' | 'worker-host-gpu' | 'worker-host-cpu' | 'admin';
 
 interface LayoutUser {
   readonly role: string;
@@ -32,52 +27,18 @@ interface LayoutUser {
   readonly queues: readonly string[];
   readonly keys: readonly string[];
   readonly channels: readonly string[];
+  readonly selectors: readonly string[];
 }
 
-function generate(args: readonly string[], env: Record<string, string> = {}): string {
-  return execFileSync(process.execPath, [GENERATOR, ...args], { cwd: ROOT, env: { ...process.env, ...env }, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-}
+const generate = generateAcl;
 
 /** Redis glob (`*` only: the generator refuses names holding other metacharacters) as a RegExp. */
 const globToRegExp = (glob: string): RegExp => new RegExp(`^${glob.split('*').map((s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('.*')}$`);
 
-let dir: string;
-let server: ChildProcess;
-let port: number;
-const connections: Redis[] = [];
-
-function connect(role: Role): Redis {
-  const redis = new Redis(`redis://127.0.0.1:${port}`, { username: `${prefix}-${role}`, password: passwords[role], maxRetriesPerRequest: null });
-  // ioredis also emits a refused SELECT as an 'error' event; the tests assert on the command's own rejection.
-  redis.on('error', () => {});
-  connections.push(redis);
-  return redis;
-}
-
-/** Starts redis-server with `aclFile` and resolves once it accepts connections (or rejects with its output). */
-function startServer(aclFile: string, serverPort: number): Promise<ChildProcess> {
-  const child = spawn('redis-server', ['--port', String(serverPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--aclfile', aclFile], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  return new Promise((resolve, reject) => {
-    const onData = (chunk: Buffer): void => {
-      output += chunk.toString();
-      if (output.includes('Ready to accept connections')) resolve(child);
-    };
-    child.stdout.on('data', onData);
-    child.stderr.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`redis-server exited (${code}):\n${output}`)));
-    child.once('error', reject);
-  });
-}
-
-async function stopServer(child: ChildProcess | undefined): Promise<void> {
-  if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  child.kill('SIGTERM');
-  await exited;
-}
+let acl: AclRedis;
+const connect = (role: Role): Redis => acl.connect(role);
+const startServer = (aclFile: string, serverPort: number): Promise<ChildProcess> => startRedisServer(aclFile, serverPort, acl.dir);
+const stopServer = stopRedisServer;
 
 const envelope = (id: string, tier: Tier, replyTo: string): CallEnvelope => ({
   v: 1,
@@ -110,18 +71,11 @@ async function completeOne(role: Role, name: string): Promise<Job> {
 const NOPERM = /NOPERM/;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'forge-acl-'));
-  const aclFile = join(dir, 'fleet.acl');
-  const env = Object.fromEntries(roles.map((r) => [passwordVar(r), passwords[r]]));
-  generate(['--prefix', prefix, '--host-pools', pools.join(','), '--admin', '--out', aclFile, '--passwords-file', join(dir, 'unused.env')], env);
-  port = await freePort();
-  server = await startServer(aclFile, port);
+  acl = await AclRedis.start({ prefix, hostPools: pools });
 });
 
 afterAll(async () => {
-  for (const c of connections) c.disconnect();
-  await stopServer(server);
-  rmSync(dir, { recursive: true, force: true });
+  await acl.stop();
 });
 
 describe('the ACL generator', () => {
@@ -157,10 +111,20 @@ describe('the ACL generator', () => {
     for (const key of [keys.call('host', 'c1'), keys.callLane('c1'), keys.replies(`host.${pools[0]!}`, 'd1'), keys.approvals]) expect(matches(byRole.get('dispatcher'), key), key).toBe(true);
     // The approval index is the dispatchers' alone.
     expect(matches(worker, keys.approvals)).toBe(false);
-    // Workers audit the forged calls they refuse: they may append to the audit stream, never read it.
-    expect(worker?.keys.filter((k) => globToRegExp(k.replace(/^(%[RW]+)?~/, '')).test(keys.audit))).toEqual([`%W~${keys.audit}`]);
+    // Audit: each writer may append to its own inbox (a selector with RPUSH alone); only the audit keeper touches the stream.
+    expect(worker?.selectors).toEqual([`(%W~${keys.auditInbox('platform')} +rpush)`]);
+    expect(byRole.get('dispatcher')?.selectors).toEqual([`(%W~${keys.auditInbox('dispatcher')} +rpush)`]);
+    for (const role of ['dispatcher', 'worker-platform', 'worker-host']) {
+      for (const key of [keys.audit, keys.auditInbox('dispatcher'), keys.auditInbox('platform')]) expect(matches(byRole.get(role), key), `${role} ${key}`).toBe(false);
+    }
+    expect(matches(byRole.get('audit'), keys.audit)).toBe(true);
+    expect(matches(byRole.get('audit'), keys.auditInbox('host.gpu'))).toBe(true);
+    // A lane's execution records (the replay barrier): its own workers only.
+    expect(matches(worker, keys.executions('platform', 'm'))).toBe(true);
+    expect(matches(worker, keys.executions('host', 'm'))).toBe(false);
+    expect(matches(byRole.get('worker-host'), keys.executions(`host.${pools[0]!}`, 'm'))).toBe(false);
+    expect(matches(byRole.get('dispatcher'), keys.executions('platform', 'm'))).toBe(false);
     expect(matches(worker, `${prefix}:${queueName(prefix, 'host')}:wait`)).toBe(false);
-    expect(matches(byRole.get('dispatcher'), keys.audit)).toBe(true);
     expect(worker?.channels).toEqual(expect.arrayContaining([keys.cancelChannel('platform'), keys.catalogChannel]));
     expect(worker?.channels).not.toContain(keys.cancelChannel('host'));
     // MCP cancellations relayed between dispatchers carry client keys: dispatchers only.
@@ -288,7 +252,7 @@ describe('a sandbox (platform) worker under the ACL', () => {
     expect(job?.data).toEqual({ cmd: 'id' });
   });
 
-  it('cannot switch databases, list keys, flush or reconfigure the server, nor read the audit stream it appends to', async () => {
+  it('cannot switch databases, list keys, flush or reconfigure the server, nor touch the audit stream but through its inbox', async () => {
     const redis = connect('worker-platform');
     await expect(redis.select(1)).rejects.toThrow(NOPERM);
     await expect(redis.keys('*')).rejects.toThrow(NOPERM);
@@ -297,8 +261,10 @@ describe('a sandbox (platform) worker under the ACL', () => {
     await expect(redis.flushdb()).rejects.toThrow(NOPERM);
     await expect(redis.config('GET', '*')).rejects.toThrow(NOPERM);
     await expect(redis.call('ACL', 'LIST')).rejects.toThrow(NOPERM);
-    await expect(redis.xadd(keys.audit, '*', 'kind', 'audit', 'entry', '{}')).resolves.toMatch(/^\d+-\d+$/);
+    await expect(redis.rpush(keys.auditInbox('platform'), 'audit\n{}')).resolves.toBeGreaterThan(0);
+    await expect(redis.xadd(keys.audit, '*', 'kind', 'audit', 'entry', '{}')).rejects.toThrow(NOPERM);
     await expect(redis.xrange(keys.audit, '-', '+')).rejects.toThrow(NOPERM);
+    await expect(redis.lrange(keys.auditInbox('platform'), 0, -1)).rejects.toThrow(NOPERM);
     await expect(redis.get(`${prefix}-other-fleet`)).rejects.toThrow(NOPERM);
   });
 });
@@ -458,10 +424,19 @@ describe('the fleet’s own Redis code under the ACL', () => {
       expect((await dispatcherStore.get(hostCall))?.status).toBe('queued');
       expect((await dispatcherStore.get(id))?.status).toBe('completed');
 
-      // Dispatcher side: audit (XADD on a write-only key), cancel and withdraw scripts.
+      // Audit: the dispatcher and the worker append to their inboxes (several entries in one turn: one RPUSH);
+      // the audit keeper files them with their writer and reads them back; the dispatcher's user cannot read.
       const entry: AuditEntry = { at: new Date().toISOString(), callId: id, tool: 'echo', errorCategory: 'out_of_scope', scopeAtListing: null, scopeAtDispatch: 'echo' };
-      await new RedisAuditLogger(dispatcherCommands, keys).record(entry);
+      const dispatcherAudit = new RedisAuditLogger(dispatcherCommands, keys, 'dispatcher');
+      const workerAudit = new RedisAuditLogger(workerCommands, keys, 'platform');
+      await Promise.all([dispatcherAudit.record(entry), dispatcherAudit.record({ ...entry, tool: 'echo2' }), workerAudit.record({ ...entry, tool: 'echo3' })]);
       await expect(dispatcherCommands.xrange(keys.audit, '-', '+')).rejects.toThrow(NOPERM);
+      const keeper = connect('audit');
+      const archivist = new AuditArchivist({ redis: keeper, keys, lanes: () => ['platform'], log: { error: () => {} } });
+      const filed = await new AuditReader(keeper, keys, archivist).query({ callId: id, limit: 10 });
+      expect(filed.map((e) => [e.tool, e.writer]).sort()).toEqual([['echo', 'dispatcher'], ['echo2', 'dispatcher'], ['echo3', 'platform']]);
+      // A keeper logged in as the dispatcher's user cannot start: it says which URL to set.
+      await expect(new AuditArchivist({ redis: dispatcherCommands, keys, lanes: () => [], log: { error: () => {} } }).start()).rejects.toThrow(/FORGE_AUDIT_REDIS_URL/);
       expect(await dispatcherStore.cancel('platform', id, result)).toEqual({ state: 'final' });
       await workerCatalog.withdraw('platform', 'w1', [echoDefinition]);
     } finally {

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { type CallEnvelope, type ToolResult } from '@forge-fleet/shared';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { AuditReader, CallStore, Catalog, publishReply, RedisAuditLogger, ReplyInbox, TierQueues, fleetKeys } from '@forge-fleet/store';
+import { AuditArchivist, AuditReader, CallStore, Catalog, publishReply, RedisAuditLogger, ReplyInbox, TierQueues, fleetKeys } from '@forge-fleet/store';
 import { redisUrl } from '../fixtures/redis.js';
 
 const prefix = `st${randomUUID().slice(0, 8)}`;
@@ -230,23 +230,49 @@ describe('CallStore (Lua transitions on a real Redis)', () => {
 });
 
 describe('the audit stream', () => {
-  it('appends the entries of one turn with one script run, in order, each readable', async () => {
+  it('appends the entries of one turn with one RPUSH, files them in order with their writer, each readable', async () => {
     const own = new Redis(redisUrl());
-    const audit = new RedisAuditLogger(own, keys);
+    const audit = new RedisAuditLogger(own, keys, 'dispatcher');
+    const archivist = new AuditArchivist({ redis: own, keys, lanes: () => [L], log: { error: () => {} } });
     try {
       const ids: string[] = Array.from({ length: 10 }, () => randomUUID());
-      const runs = vi.spyOn(own, 'evalsha');
+      const pushes = vi.spyOn(own, 'rpush');
       await Promise.all(ids.map((callId, i) => audit.record({ at: new Date().toISOString(), callId, tool: 'echo', decision: i % 2 === 0 ? 'approved' : 'completed', scopeAtDispatch: 'test' })));
-      expect(runs).toHaveBeenCalledTimes(1);
-      const read = await new AuditReader(own, keys).query({ limit: 100 });
+      expect(pushes).toHaveBeenCalledTimes(1);
+      // Written, not yet filed: the inbox holds them until the keeper moves them.
+      expect(await own.llen(keys.auditInbox('dispatcher'))).toBe(10);
+      const read = await new AuditReader(own, keys, archivist).query({ limit: 100 });
+      expect(await own.llen(keys.auditInbox('dispatcher'))).toBe(0);
       // Newest first: the turn's entries in the order they were recorded, reversed.
       expect(read.filter((e) => ids.includes(e.callId ?? '')).map((e) => e.callId)).toEqual([...ids].reverse());
-      // A lone entry is a plain XADD.
-      runs.mockClear();
-      await audit.record({ at: new Date().toISOString(), callId: 'lone', tool: 'echo', decision: 'approved', scopeAtDispatch: 'test' });
-      expect(runs).not.toHaveBeenCalled();
-      expect((await new AuditReader(own, keys).query({ limit: 1 }))[0]).toMatchObject({ callId: 'lone' });
+      expect(new Set(read.filter((e) => ids.includes(e.callId ?? '')).map((e) => e.writer))).toEqual(new Set(['dispatcher']));
+      // What a compromised writer pushes that is not an entry is filed as `invalid`, never read as one, never lost.
+      await own.rpush(keys.auditInbox(L), 'no newline here', 'audit\n{"callId":"lane-entry","tool":"echo"}');
+      const after = await new AuditReader(own, keys, archivist).query({ limit: 100 });
+      expect(after.filter((e) => e.callId === 'lane-entry').map((e) => e.writer)).toEqual([L]);
+      const raw = await own.xrevrange(keys.audit, '+', '-', 'COUNT', 5);
+      expect(raw.some(([, f]) => f.includes('invalid') && f.includes('no newline here'))).toBe(true);
     } finally {
+      await own.del(keys.audit, keys.auditInbox('dispatcher'), keys.auditInbox(L));
+      own.disconnect();
+    }
+  });
+
+  it('files entries that many writers push while several keepers drain, each exactly once', async () => {
+    const own = new Redis(redisUrl());
+    const keepers = [0, 1, 2].map(() => new AuditArchivist({ redis: own, keys, lanes: () => [L], log: { error: () => {} } }));
+    try {
+      const writers = [new RedisAuditLogger(own, keys, 'dispatcher'), new RedisAuditLogger(own, keys, L)];
+      const ids: string[] = Array.from({ length: 3000 }, () => randomUUID());
+      const writing = Promise.all(ids.map((callId, i) => writers[i % 2]!.record({ at: new Date().toISOString(), callId, tool: 'echo', decision: 'approved', scopeAtDispatch: 'test' })));
+      const draining = Promise.all(keepers.map(async (k) => { for (let i = 0; i < 20; i++) await k.drain(); }));
+      await Promise.all([writing, draining]);
+      await keepers[0]!.drain();
+      const filed = (await own.xrange(keys.audit, '-', '+')).map(([, f]) => (JSON.parse(f[f.indexOf('entry') + 1]!) as { callId: string }).callId);
+      expect(filed.length).toBe(ids.length);
+      expect(new Set(filed)).toEqual(new Set(ids));
+    } finally {
+      await own.del(keys.audit, keys.auditInbox('dispatcher'), keys.auditInbox(L));
       own.disconnect();
     }
   });

@@ -11,8 +11,13 @@ import { consoleRoutes } from './console/console-routes.js';
 import { approvalRoutes } from './http/approvals.js';
 import { policyRoutes } from './http/policy.js';
 import { auditRoutes } from './http/audit.js';
-import { callRoutes } from './http/calls.js';
+import { callRoutes, STREAM_MAX_AGE_MS } from './http/calls.js';
+import { clientErrorHandler, frameworkErrorHandler, MAX_PARAM_CHARS } from './http/client-errors.js';
+import { ConnectionGate } from './http/connection-gate.js';
+import { type DoorOptions, resolveDoorOptions, streamBodyTimeoutMs } from './http/door-options.js';
+import { registerDoors } from './http/doors.js';
 import { registerErrorHandling } from './http/errors.js';
+import { jsonBodies } from './http/json-body.js';
 import { healthRoutes } from './http/health.js';
 import { openapiRoutes } from './http/openapi.js';
 import { queueRoutes } from './http/queues.js';
@@ -44,25 +49,39 @@ export interface AppDeps {
   readonly mcpCancelBus?: McpCancelBus | undefined;
   /** True once the dispatcher is shutting down: answers then close their connections. */
   readonly closing?: () => boolean;
+  /** Timeouts, connection caps, allowed hosts and origins (see http/door-options.ts). @defaultValue each option's default */
+  readonly doors?: Readonly<DoorOptions> | undefined;
 }
 
 /** The dispatcher's HTTP API (see docs/http-api.md), as a fastify instance not yet listening. */
 export function buildApp(deps: AppDeps): FastifyInstance {
   // Typed as fastify's logger so the instance keeps fastify's default type parameters.
   const logger: FastifyBaseLogger = deps.log;
+  const doors = deps.doors ?? resolveDoorOptions();
   const app = fastify({
     loggerInstance: logger,
     bodyLimit: deps.bodyLimit,
-    // secure-json-parse's defaults, stated: a body with `__proto__`, or `constructor.prototype`, is refused (400).
-    // Arguments are checked again, for those keys and `prototype` anywhere (limits/arguments.ts).
-    onProtoPoisoning: 'error',
-    onConstructorPoisoning: 'error',
-    // Calls may wait up to 60 s for a result.
-    requestTimeout: 0,
+    // Headers must arrive within headersTimeoutMs (checked every second, not Node's 30 s), a body within
+    // bodyTimeoutMs of them (the door's own timer, which knows that a call stream's body lives longer).
+    // Node's requestTimeout, which covers receiving the whole request and never the wait for a result
+    // after it, is only the backstop above the longest body. No idle-socket timeout (connectionTimeout 0):
+    // an MCP tools/call may wait round after round, minutes, with no byte written.
+    http: { headersTimeout: doors.headersTimeoutMs, connectionsCheckingInterval: Math.min(1000, doors.headersTimeoutMs) },
+    requestTimeout: doors.headersTimeoutMs + streamBodyTimeoutMs(doors, STREAM_MAX_AGE_MS),
+    connectionTimeout: 0,
     keepAliveTimeout: 65_000,
+    maxParamLength: MAX_PARAM_CHARS,
+    clientErrorHandler: clientErrorHandler(logger, doors.headersTimeoutMs),
+    frameworkErrors: frameworkErrorHandler,
     // Each call logs its own lifecycle lines (with callId, tool, tier); per-request lines would double them.
     logController: new LogController({ disableRequestLogging: true }),
   });
+  // JSON bodies are parsed by http/json-body.ts: prototype keys refused with a message naming them (the call routes
+  // leave them to the call's own check, so each call is answered alike on every entrance).
+  jsonBodies(app, 'refuse');
+  const gate = new ConnectionGate(doors);
+  gate.attach(app.server);
+  registerDoors(app, { auth: deps.auth, options: doors, gate, streamMaxAgeMs: STREAM_MAX_AGE_MS });
   registerErrorHandling(app, deps.bodyLimit, deps.audit);
   // A keep-alive connection that turns idle after close() began would hold the server open
   // until its keep-alive timeout; answers given while closing end their connection instead.

@@ -2,12 +2,13 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { type RedisTarget, ScopeRegistry, type TokenVerifier, ToolScope } from '@forge-fleet/shared';
 import { FleetMetrics, MeteredAuditLogger, ToolTracer, type Tracing } from '@forge-fleet/telemetry';
-import { AuditReader, CallStore, Catalog, closeRedis, connectRedis, KeyChecks, McpCancelRelay, QueueStatsReader, RedisAuditLogger, RedisRiskSignalQueue, ReplyInbox, TierQueues, fleetKeys } from '@forge-fleet/store';
+import { AuditArchivist, AuditReader, CallStore, Catalog, closeRedis, connectRedis, KeyChecks, McpCancelRelay, QueueStatsReader, RedisAuditLogger, RedisRiskSignalQueue, ReplyInbox, TierQueues, fleetKeys } from '@forge-fleet/store';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { buildApp } from './app.js';
 import { approvalDeadlineOf, approvalHandlerOf, type LoadedPolicy } from './approvals/policy-file.js';
 import { DecisionAudit } from './audit/decisions.js';
+import type { DoorOptions } from './http/door-options.js';
 import { Authenticator } from './auth/authenticator.js';
 import { CatalogView } from './catalog/catalog-view.js';
 import { type ArgumentLimits, DEFAULT_ARGUMENT_LIMITS } from './limits/arguments.js';
@@ -27,7 +28,10 @@ export interface DispatcherOptions {
   readonly bodyLimit: number;
   /** Limits on each call's arguments. @defaultValue {@link DEFAULT_ARGUMENT_LIMITS} */
   readonly limits?: ArgumentLimits;
-  /** Where `GET /v1/audit` reads the audit stream (a Redis user allowed to read it). @defaultValue redis */
+  /**
+   * The audit keeper's Redis user: files the writers' entries into the audit stream (the one user that may
+   * write it) and reads it for `GET /v1/audit`. @defaultValue redis
+   */
   readonly auditRedis?: RedisTarget;
   /** Verifies agent capability tokens; `undefined` only with `devMode`. */
   readonly tokens: TokenVerifier | undefined;
@@ -45,6 +49,8 @@ export interface DispatcherOptions {
   readonly id?: string;
   /** Tracing set up from the OTEL_* variables (main.ts); off when undefined. */
   readonly tracing?: Tracing | undefined;
+  /** Timeouts, connection caps, allowed hosts and origins of the HTTP server. @defaultValue each option's default */
+  readonly doors?: Readonly<DoorOptions> | undefined;
 }
 
 /** A running dispatcher instance (not yet listening: call `app.listen`). */
@@ -70,8 +76,8 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
   const scopes = new ScopeRegistry(policy.defaultScope.length === 1 && policy.defaultScope[0] === '*' ? ToolScope.full() : ToolScope.allow(policy.defaultScope));
   for (const [task, patterns] of Object.entries(policy.scopes)) scopes.register(task, ToolScope.allow(patterns));
 
-  // Reading the audit stream is an admin's occasional query: on its own connection when its URL differs.
-  const auditConnection = o.auditRedis === undefined || o.auditRedis.url === o.redis.url ? undefined : connectRedis(o.auditRedis, 'queue', o.log);
+  // The audit keeper's user, on a connection of its own when its URL differs (under the fleet ACL it must).
+  const auditConnection = o.auditRedis === undefined || o.auditRedis.url === o.redis.url ? undefined : connectRedis(o.auditRedis, 'command', o.log);
   const catalog = new CatalogView(new Catalog(redis, keys), o.prefix, o.catalogRefreshMs, log);
   const store = new CallStore(redis, keys, o.retentionMs);
   // GET /v1/queues and the queue gauges of /metrics read the same counts.
@@ -79,7 +85,8 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
   const metrics = new FleetMetrics('dispatcher', { queues: () => queueStats.read(), approvalsPending: () => store.pendingApprovals() }, { dispatcher: id });
   metrics.knownTools((name) => catalog.definitionOf(name) !== undefined);
   // Every decision passes through the audit sink: outcomes are counted there (see MeteredAuditLogger).
-  const audit = new DecisionAudit(new MeteredAuditLogger(new RedisAuditLogger(redis, keys), metrics), log);
+  const archivist = new AuditArchivist({ redis: auditConnection ?? redis, keys, lanes: () => catalog.lanes(), log });
+  const audit = new DecisionAudit(new MeteredAuditLogger(new RedisAuditLogger(redis, keys, 'dispatcher', { afterWrite: () => archivist.soon() }), metrics), log);
   const inbox = new ReplyInbox(blocking, keys, id, { onError: (err) => log.error({ err }, 'reply inbox error') });
   const queues = new TierQueues(queueConnection, keys, o.retentionMs);
   const signer = new CallSigner(o.signingSecret, o.prefix, o.callValidityMs ?? o.retentionMs);
@@ -103,12 +110,13 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
     approval: approvalHandlerOf(policy),
     audit,
     limits: o.limits ?? DEFAULT_ARGUMENT_LIMITS,
-    risk: new RedisRiskSignalQueue(redis, keys, (err) => log.error({ err }, 'risk signal write failed')),
+    risk: new RedisRiskSignalQueue(redis, keys, 'dispatcher', (err) => log.error({ err }, 'risk signal write failed')),
     log,
     tracer: o.tracing === undefined ? undefined : ToolTracer.of(o.tracing),
   });
   const approvals = new ApprovalService({ store, queues, signer, catalog, router, audit, log });
   await catalog.start({ subscriber });
+  await archivist.start();
   inbox.start();
   approvals.start();
   let shuttingDown = false;
@@ -123,10 +131,11 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
     log,
     bodyLimit: o.bodyLimit,
     audit,
-    auditReader: new AuditReader(auditConnection ?? redis, keys),
+    auditReader: new AuditReader(auditConnection ?? redis, keys, archivist),
     queueStats,
     metrics,
     mcpCancelBus: new McpCancelRelay(redis, subscriber, keys, id, log),
+    doors: o.doors,
   });
   let closed: Promise<void> | undefined;
   return {
@@ -145,6 +154,9 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
         await inbox.stop();
         await queues.close();
         await queueStats.close();
+        // What this dispatcher wrote last is filed now, not left for another keeper (or none).
+        archivist.stop();
+        await archivist.drain().catch((err: unknown) => log.warn({ err }, 'audit entries left in their inboxes at shutdown'));
         await closeRedis(queueConnection);
         await closeRedis(subscriber);
         if (auditConnection !== undefined) await closeRedis(auditConnection);

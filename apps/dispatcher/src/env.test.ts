@@ -56,4 +56,13 @@ describe('dispatcher environment', () => {
     // Both at once: every problem is reported, each with its variable.
     expect(problems({ FORGE_SCOPES: '[]', FORGE_DEFAULT_SCOPE: '{}' }).map((p) => p.split(':')[0])).toEqual(['FORGE_SCOPES', 'FORGE_DEFAULT_SCOPE']);
   });
+
+  it('reads the HTTP doors settings (defaults live in http/door-options.ts), lists comma-separated', () => {
+    const unset = parseDispatcherEnv(dev);
+    expect([unset.FORGE_HEADERS_TIMEOUT_MS, unset.FORGE_ALLOWED_HOSTS, unset.FORGE_TOKEN_CLOCK_SKEW_S]).toEqual([undefined, undefined, undefined]);
+    const env = parseDispatcherEnv({ ...dev, FORGE_ALLOWED_HOSTS: 'fleet.internal, other:443', FORGE_MAX_CONNECTIONS: '100', FORGE_TOKEN_CLOCK_SKEW_S: '0', FORGE_BODY_TIMEOUT_MS: '' });
+    expect(env).toMatchObject({ FORGE_ALLOWED_HOSTS: ['fleet.internal', 'other:443'], FORGE_MAX_CONNECTIONS: 100, FORGE_TOKEN_CLOCK_SKEW_S: 0 });
+    expect(env.FORGE_BODY_TIMEOUT_MS).toBeUndefined();
+    expect(() => parseDispatcherEnv({ ...dev, FORGE_MAX_CONNECTIONS: 'lots' })).toThrow(/FORGE_MAX_CONNECTIONS/);
+  });
 });

@@ -30,6 +30,15 @@ function json<T extends z.ZodType>(schema: T, fallback: z.output<T>, expected: s
     });
 }
 
+/** An optional whole number (empty means unset): its default lives with the option it sets. */
+const optionalInt = (min: number) => z.preprocess((v) => (v === '' ? undefined : v), z.coerce.number().int().min(min).optional());
+
+/** A comma-separated list (empty means unset). */
+const optionalList = z
+  .string()
+  .optional()
+  .transform((v) => (v === undefined || v.trim() === '' ? undefined : v.split(',').map((s) => s.trim()).filter((s) => s !== '')));
+
 /** The dispatcher's environment. Parsed once in main.ts; nothing else reads `process.env`. */
 export const DispatcherEnv = FleetEnv.extend({
   /** @defaultValue 8080 */
@@ -86,6 +95,23 @@ export const DispatcherEnv = FleetEnv.extend({
   FORGE_APPROVAL_DEADLINE_MS: envInt(900_000),
   /** How often the live catalog is re-read. @defaultValue 1000 */
   FORGE_CATALOG_REFRESH_MS: envInt(1000),
+  /** Longest a client may take to send a request's headers. @defaultValue 10000 (http/door-options.ts) */
+  FORGE_HEADERS_TIMEOUT_MS: optionalInt(1),
+  /** Longest a client may take to send a request's body after its headers (not the wait for a result). @defaultValue 30000 */
+  FORGE_BODY_TIMEOUT_MS: optionalInt(1),
+  /** Most connections open at once. @defaultValue 4096, below the process's open-file limit */
+  FORGE_MAX_CONNECTIONS: optionalInt(1),
+  /** Most connections open at once that have not shown a valid token yet. @defaultValue 512 */
+  FORGE_MAX_UNAUTHENTICATED_CONNECTIONS: optionalInt(1),
+  /**
+   * Host names `/v1` and `/mcp` answer to, comma-separated (`name` for any port, `name:port`, `*` for any).
+   * @defaultValue localhost,127.0.0.1,[::1] when HOST is a loopback address; any Host otherwise
+   */
+  FORGE_ALLOWED_HOSTS: optionalList,
+  /** Browser origins allowed besides the dispatcher's own, comma-separated (`https://console.example.com`, `*`). @defaultValue none */
+  FORGE_ALLOWED_ORIGINS: optionalList,
+  /** How far ahead of this clock a token's `iat` and `nbf` may be, in seconds. @defaultValue 60 */
+  FORGE_TOKEN_CLOCK_SKEW_S: optionalInt(0),
 });
 export type DispatcherEnv = z.infer<typeof DispatcherEnv>;
 

@@ -8,6 +8,7 @@ import { pino } from 'pino';
 import { createDispatcher } from './dispatcher.js';
 import { type LoadedPolicy, loadPolicyFile, policyFromEnv } from './approvals/policy-file.js';
 import { type DispatcherEnv, parseDispatcherEnv, tokenPublicKeyPem } from './env.js';
+import { type DoorOptions, resolveDoorOptions } from './http/door-options.js';
 
 /** The policy: from FORGE_POLICY_FILE, or from the environment's separate settings — never a mix of both. */
 function policyOf(env: Readonly<DispatcherEnv>): LoadedPolicy {
@@ -17,6 +18,20 @@ function policyOf(env: Readonly<DispatcherEnv>): LoadedPolicy {
   const alsoSet = ['FORGE_APPROVAL', 'FORGE_SCOPES', 'FORGE_DEFAULT_SCOPE', 'FORGE_APPROVAL_DEADLINE_MS'].filter((name) => (process.env[name] ?? '') !== '');
   if (alsoSet.length > 0) throw new ConfigInvalidError('dispatcher environment', [`FORGE_POLICY_FILE replaces ${alsoSet.join(', ')}: move those settings into the policy file`]);
   return loadPolicyFile(env.FORGE_POLICY_FILE);
+}
+
+/** The HTTP doors' options from the environment; unset ones take their defaults (http/door-options.ts). */
+function doorOptionsOf(env: Readonly<DispatcherEnv>): Readonly<DoorOptions> {
+  const set = <K extends string, V>(key: K, value: V | undefined) => (value === undefined ? {} : ({ [key]: value } as Record<K, V>));
+  return resolveDoorOptions({
+    listenHost: env.HOST,
+    ...set('allowedHosts', env.FORGE_ALLOWED_HOSTS),
+    ...set('allowedOrigins', env.FORGE_ALLOWED_ORIGINS),
+    ...set('headersTimeoutMs', env.FORGE_HEADERS_TIMEOUT_MS),
+    ...set('bodyTimeoutMs', env.FORGE_BODY_TIMEOUT_MS),
+    ...set('maxConnections', env.FORGE_MAX_CONNECTIONS),
+    ...set('maxUnauthenticatedConnections', env.FORGE_MAX_UNAUTHENTICATED_CONNECTIONS),
+  });
 }
 
 /**
@@ -43,7 +58,7 @@ runMain('forge-dispatcher', async () => {
   const pem = tokenPublicKeyPem(env);
   let tokens: TokenVerifier | undefined;
   try {
-    tokens = pem === undefined ? undefined : new TokenVerifier(pem, { audience: env.FORGE_TOKEN_AUDIENCE });
+    tokens = pem === undefined ? undefined : new TokenVerifier(pem, { audience: env.FORGE_TOKEN_AUDIENCE, ...(env.FORGE_TOKEN_CLOCK_SKEW_S === undefined ? {} : { clockSkewSeconds: env.FORGE_TOKEN_CLOCK_SKEW_S }) });
   } catch (error) {
     throw new ConfigInvalidError('dispatcher environment', ['FORGE_TOKEN_PUBLIC_KEY: not an Ed25519 public key in SPKI PEM form (`forge keys init` writes one)'], { cause: error });
   }
@@ -67,6 +82,7 @@ runMain('forge-dispatcher', async () => {
     signingSecret,
     log,
     tracing,
+    doors: doorOptionsOf(env),
   });
   let address: string;
   try {

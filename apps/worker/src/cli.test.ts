@@ -8,6 +8,9 @@ describe('forge-worker command line and environment', () => {
   it('parses the documented flags with defaults', () => {
     expect(parseWorkerArgs(['--tier', 'platform', '--tools', 'x.ts'])).toEqual({ tier: 'platform', tools: 'x.ts', concurrency: 16, 'strict-sandbox': false });
     expect(parseWorkerArgs(['--tier', 'platform', '--tools', 'x.ts', '--strict-sandbox'])['strict-sandbox']).toBe(true);
+    expect(parseWorkerArgs(['--tier', 'platform', '--tools', 'x.ts', '--sandbox-isolation', 'call'])['sandbox-isolation']).toBe('call');
+    expect(parseWorkerEnv({ REDIS_URL: 'redis://x', FORGE_SANDBOX_ISOLATION: 'call', FORGE_SANDBOX_MAX_PROCESSES: '8' })).toMatchObject({ FORGE_SANDBOX_ISOLATION: 'call', FORGE_SANDBOX_MAX_PROCESSES: 8 });
+    expect(() => parseWorkerEnv({ REDIS_URL: 'redis://x', FORGE_SANDBOX_ISOLATION: 'process' })).toThrow(/FORGE_SANDBOX_ISOLATION/);
     expect(parseWorkerArgs(['--tier', 'external', '--pool', 'payments', '--tools', 'x.ts', '--concurrency', '4'])).toMatchObject({ tier: 'host', pool: 'payments', concurrency: 4 });
   });
 
@@ -17,6 +20,7 @@ describe('forge-worker command line and environment', () => {
     [['--tier', 'platform', '--tools', 'x.ts', '--pool', 'p'], /--pool applies to --tier host only/],
     [['--tier', 'platform', '--tools', 'x.ts', '--concurrency', '0'], /concurrency/],
     [['--tier', 'platform', '--tools', 'x.ts', '--bogus'], /bogus/],
+    [['--tier', 'platform', '--tools', 'x.ts', '--sandbox-isolation', 'process'], /sandbox-isolation/],
   ])('refuses %j with CONFIG_INVALID naming the problem', (argv, problem) => {
     expect(() => parseWorkerArgs(argv)).toThrow(expect.objectContaining({ code: 'CONFIG_INVALID', message: expect.stringMatching(problem) as string }) as Error);
   });

@@ -1,8 +1,8 @@
 import { parseArgs } from 'node:util';
-import { ConfigInvalidError, PoolName, TierInput } from '@forge-fleet/shared';
+import { ConfigInvalidError, PoolName, ProcessIsolation, TierInput } from '@forge-fleet/shared';
 import { z } from 'zod';
 
-export const USAGE = 'usage: forge-worker --tier <platform|embedded|host> [--pool NAME] --tools <module> [--pack NAME] [--concurrency N] [--id ID] [--strict-sandbox]';
+export const USAGE = 'usage: forge-worker --tier <platform|embedded|host> [--pool NAME] --tools <module> [--pack NAME] [--concurrency N] [--id ID] [--strict-sandbox] [--sandbox-isolation caller|call]';
 
 /** The worker's command line. */
 export const WorkerArgs = z.object({
@@ -20,6 +20,8 @@ export const WorkerArgs = z.object({
   id: z.string().regex(/^[A-Za-z0-9_.-]{1,100}$/).optional(),
   /** Refuse to start with any sandbox isolation layer missing (see FORGE_STRICT_SANDBOX). */
   'strict-sandbox': z.boolean().default(false),
+  /** Who one sandbox process may serve (see FORGE_SANDBOX_ISOLATION, which it overrides). @defaultValue "caller" */
+  'sandbox-isolation': ProcessIsolation.optional(),
 });
 export type WorkerArgs = z.infer<typeof WorkerArgs>;
 
@@ -28,7 +30,7 @@ export function parseWorkerArgs(argv: readonly string[]): Readonly<WorkerArgs> {
   try {
     ({ values } = parseArgs({
       args: [...argv],
-      options: { tier: { type: 'string' }, pool: { type: 'string' }, tools: { type: 'string' }, pack: { type: 'string' }, concurrency: { type: 'string' }, id: { type: 'string' }, 'strict-sandbox': { type: 'boolean' } },
+      options: { tier: { type: 'string' }, pool: { type: 'string' }, tools: { type: 'string' }, pack: { type: 'string' }, concurrency: { type: 'string' }, id: { type: 'string' }, 'strict-sandbox': { type: 'boolean' }, 'sandbox-isolation': { type: 'string' } },
       strict: true,
     }));
   } catch (error) {

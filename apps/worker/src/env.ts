@@ -1,4 +1,4 @@
-import { envInt, FleetEnv, parseConfig } from '@forge-fleet/shared';
+import { envInt, FleetEnv, parseConfig, ProcessIsolation } from '@forge-fleet/shared';
 import { z } from 'zod';
 
 /** The worker's environment. Parsed once in main.ts; nothing else reads `process.env`. */
@@ -33,8 +33,20 @@ export const WorkerEnv = FleetEnv.extend({
    * node of their own). @defaultValue "on"
    */
   FORGE_SANDBOX: z.enum(['on', 'off']).default('on'),
-  /** Warm sandbox processes. @defaultValue the machine's CPU count (at least 2) */
+  /** Warm spare sandbox processes (owned by no caller yet). @defaultValue the machine's CPU count (at least 2) */
   FORGE_SANDBOX_SIZE: z.coerce.number().int().positive().max(256).optional(),
+  /**
+   * Who one sandbox process may serve: `caller` (one token subject, for the
+   * process's life) or `call` (one call, then the process is killed). The
+   * `--sandbox-isolation` flag wins. @defaultValue "caller"
+   */
+  FORGE_SANDBOX_ISOLATION: ProcessIsolation.optional(),
+  /** Sandbox processes at most, spares included (callers beyond it take over idle ones). @defaultValue 64 */
+  FORGE_SANDBOX_MAX_PROCESSES: z.coerce.number().int().positive().max(1024).optional(),
+  /** Sandbox processes one caller may hold. @defaultValue the machine's CPU count (at least 2) */
+  FORGE_SANDBOX_PROCESSES_PER_CALLER: z.coerce.number().int().positive().max(1024).optional(),
+  /** A caller's sandbox process idle this long is stopped. @defaultValue 60000 */
+  FORGE_SANDBOX_IDLE_MS: z.coerce.number().int().positive().optional(),
   /** Calls one sandbox process runs at once (1: a process per call in flight). @defaultValue 32 */
   FORGE_SANDBOX_CALLS_PER_PROCESS: z.coerce.number().int().positive().max(1024).optional(),
   /** CPU seconds one call may use. @defaultValue 10 */

@@ -37,11 +37,17 @@ runMain('forge-worker', async () => {
   // Node's permission model in the sandbox would forbid both. Every other Platform/Embedded handler is sandboxed.
   const boxed = tools.filter((t) => !(t.executor instanceof WasmToolExecutor));
   if (args.tier !== 'host' && env.FORGE_SANDBOX === 'on' && boxed.length > 0) {
+    // The flag wins over the environment; the defaults live in the sandbox's AssignmentOptions.
+    const processIsolation = args['sandbox-isolation'] ?? env.FORGE_SANDBOX_ISOLATION;
     sandbox = await startSandbox({
       modulePath: args.tools,
       tools: boxed,
       size: env.FORGE_SANDBOX_SIZE ?? Math.max(2, availableParallelism()),
       ...(env.FORGE_SANDBOX_CALLS_PER_PROCESS === undefined ? {} : { callsPerProcess: env.FORGE_SANDBOX_CALLS_PER_PROCESS }),
+      ...(processIsolation === undefined ? {} : { isolation: processIsolation }),
+      ...(env.FORGE_SANDBOX_MAX_PROCESSES === undefined ? {} : { maxProcesses: env.FORGE_SANDBOX_MAX_PROCESSES }),
+      ...(env.FORGE_SANDBOX_PROCESSES_PER_CALLER === undefined ? {} : { processesPerCaller: env.FORGE_SANDBOX_PROCESSES_PER_CALLER }),
+      ...(env.FORGE_SANDBOX_IDLE_MS === undefined ? {} : { idleMs: env.FORGE_SANDBOX_IDLE_MS }),
       limits: {
         ...(env.FORGE_SANDBOX_CPU_SECONDS === undefined ? {} : { cpuSeconds: env.FORGE_SANDBOX_CPU_SECONDS }),
         ...(env.FORGE_SANDBOX_MEMORY_MB === undefined ? {} : { memoryMb: env.FORGE_SANDBOX_MEMORY_MB }),

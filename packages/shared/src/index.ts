@@ -51,6 +51,7 @@ export {
   type IdempotencyConflictKind,
 } from './errors/errors.js';
 export { WireError, toWireError, fromWireError } from './errors/wire.js';
+export { HostNotAllowedError, OriginNotAllowedError, UriTooLongError, HeadersTooLargeError, UnsupportedMediaTypeError, RequestTimeoutError } from './errors/http-errors.js';
 
 // tiers
 export { Tier, TierInput, TIERS, tierNumber } from './tiers/tier.js';
@@ -58,7 +59,7 @@ export { classifyTier, requiresAuthorization, executionContextFor, type Executio
 
 // tools
 export { ToolName, ToolCallId, ToolCall, ToolResult } from './tools/call.js';
-export { ToolDefinition, PoolName, MAX_TIMEOUT_MS, parseToolDefinition, type ToolDefinitionInput } from './tools/definition.js';
+export { ToolDefinition, PoolName, ProcessIsolation, MAX_TIMEOUT_MS, parseToolDefinition, type ToolDefinitionInput } from './tools/definition.js';
 export { CallProgress, MAX_PROGRESS_MESSAGE, ProgressThrottle, progressOf, type ProgressUpdate } from './tools/progress.js';
 export { FnToolExecutor, resultFromOutput, type ToolExecutor, type ToolContext, type ToolHandler, type HandlerOutput } from './tools/executor.js';
 export { defineTool, ToolBuilder, type Tool } from './tools/tool.js';

@@ -1,52 +1,51 @@
 import type { AuditDecision, AuditEntry, AuditLogger, AuditRejectionCategory, RiskSignal, RiskSignalQueue } from '@forge-fleet/shared';
+import { AUDIT_MAX_ENTRIES, type AuditArchivist } from './audit-archivist.js';
+import { AuditInbox } from './audit-inbox.js';
 import { type FleetKeys } from './keys.js';
 import type { RedisConnection } from './redis.js';
-import { batchScript, luaScript } from './scripts.js';
-import { StepBatch } from './step-batch.js';
 
-/** Entries kept in the stream (approximately: trimmed with `~`). */
-export const AUDIT_MAX_ENTRIES = 10_000;
-
-/** One audit stream entry; see {@link RedisAuditLogger}. */
-const APPEND_ENTRY = `redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'kind', ARGV[2], 'entry', ARGV[3])
-return 1`;
+export { AUDIT_MAX_ENTRIES };
 
 /**
- * Audit entries as a capped Redis stream, readable by any tool that speaks
- * Redis (`XRANGE <prefix>:{<prefix>.audit} - +`) and by {@link AuditReader}.
- * Every call leaves an entry on the dispatcher and one on the worker, so the
- * entries of one event-loop turn are appended by one script run (one XADD per
- * entry inside it, in order) rather than one command each. The stream is one
- * key, so this holds on a Redis Cluster too.
+ * Audit entries of one writer — the dispatchers (`dispatcher`) or one lane's
+ * workers (the lane) — through that writer's inbox, filed into the audit
+ * stream by the audit keeper (AuditArchivist) with the writer's name. The
+ * stream is readable by any tool that speaks Redis (`XRANGE
+ * <prefix>:{<prefix>.audit} - +`) and by {@link AuditReader}. A record
+ * resolves once its entry is in the inbox: written, and beyond the writer's
+ * reach to take back.
  */
 export class RedisAuditLogger implements AuditLogger {
-  readonly #append: StepBatch<string | null>;
+  readonly #inbox: AuditInbox;
+  readonly #afterWrite: (() => void) | undefined;
 
-  constructor(
-    private readonly redis: RedisConnection,
-    private readonly keys: FleetKeys,
-  ) {
-    this.#append = new StepBatch(
-      (keys, args) => redis.xadd(keys[0]!, 'MAXLEN', '~', args[0]!, '*', 'kind', args[1]!, 'entry', args[2]!),
-      luaScript<unknown[]>(redis, 'forgeAppendAudit', 'variable', batchScript(APPEND_ENTRY)),
-    );
+  /** `options.afterWrite`: told after each write lands (a dispatcher files its own entries at once: AuditArchivist.soon). */
+  constructor(redis: RedisConnection, keys: FleetKeys, writer: string, options: { readonly afterWrite?: () => void } = {}) {
+    this.#inbox = new AuditInbox(redis, keys.auditInbox(writer));
+    this.#afterWrite = options.afterWrite;
   }
 
   async record(entry: AuditEntry): Promise<void> {
-    await this.#append.run([this.keys.audit], [AUDIT_MAX_ENTRIES, 'audit', JSON.stringify(entry)]);
+    await this.#inbox.push('audit', JSON.stringify(entry));
+    this.#afterWrite?.();
   }
 }
 
-/** Risk signals go to the same stream as audit entries, marked as such; writing never blocks the call path. */
+/** Risk signals go the same way as audit entries, marked as such; writing never blocks the call path. */
 export class RedisRiskSignalQueue implements RiskSignalQueue {
+  readonly #inbox: AuditInbox;
+
   constructor(
-    private readonly redis: RedisConnection,
-    private readonly keys: FleetKeys,
+    redis: RedisConnection,
+    keys: FleetKeys,
+    writer: string,
     private readonly onError: (error: unknown) => void = () => {},
-  ) {}
+  ) {
+    this.#inbox = new AuditInbox(redis, keys.auditInbox(writer));
+  }
 
   push(signal: RiskSignal): void {
-    this.redis.xadd(this.keys.audit, 'MAXLEN', '~', AUDIT_MAX_ENTRIES, '*', 'kind', 'risk', 'entry', JSON.stringify(signal)).catch(this.onError);
+    this.#inbox.push('risk', JSON.stringify(signal)).catch(this.onError);
   }
 }
 
@@ -68,7 +67,7 @@ export interface AuditFilter {
 }
 
 /** An entry as read back: its stream id (`<ms>-<seq>`) and the entry. */
-export type StoredAuditEntry = AuditEntry & { readonly id: string };
+export type StoredAuditEntry = AuditEntry & { readonly id: string; readonly writer?: string };
 
 /** Entries read per XREVRANGE while filtering. */
 const PAGE = 500;
@@ -96,12 +95,16 @@ function matches(entry: AuditEntry, f: AuditFilter): boolean {
  * Risk signals share the stream and are skipped.
  */
 export class AuditReader {
+  /** `archivist`: drained before each read, so a query sees every entry written before it. */
   constructor(
     private readonly redis: RedisConnection,
     private readonly keys: FleetKeys,
+    private readonly archivist?: AuditArchivist,
   ) {}
 
   async query(f: AuditFilter): Promise<StoredAuditEntry[]> {
+    // Best effort: a keeper that cannot reach Redis now leaves the entries where they are, and the read goes on.
+    await this.archivist?.drain().catch(() => 0);
     const found: StoredAuditEntry[] = [];
     const floor = f.since === undefined ? '-' : String(f.since);
     let ceiling = f.until === undefined ? '+' : `${f.until}-${Number.MAX_SAFE_INTEGER}`;
@@ -117,7 +120,8 @@ export class AuditReader {
           continue;
         }
         if (typeof entry !== 'object' || entry === null || !matches(entry, f)) continue;
-        found.push({ ...entry, id });
+        const writer = fieldOf(fields, 'writer');
+        found.push(writer === undefined ? { ...entry, id } : { ...entry, id, writer });
         if (found.length >= f.limit) return found;
       }
       const last = page.at(-1);

@@ -13,6 +13,8 @@ export { TierQueues, callsOfJob, openQueue, MAX_BATCH, ENQUEUE_OUTAGE_MS, type R
 export { QueueStatsReader, type QueueStatsReaderOptions } from './queue-stats.js';
 export { stableStringify } from '@forge-fleet/shared';
 export { AUDIT_MAX_ENTRIES, AuditReader, RedisAuditLogger, RedisRiskSignalQueue, type AuditFilter, type StoredAuditEntry } from './audit.js';
+export { AuditArchivist, type AuditArchivistOptions } from './audit-archivist.js';
+export { Executions } from './executions.js';
 export { parseLane, laneQueueName } from './lanes.js';
 export { packOf, definitionHash, type ToolPack } from './packs.js';
 export { isRedisAway } from './redis.js';

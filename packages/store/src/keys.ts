@@ -49,8 +49,22 @@ export function fleetKeys(prefix: string) {
     catalogLanes: `${prefix}:{${prefix}.catalog}:lanes`,
     /** Sorted set: ids of calls waiting for a person, scored by their approval deadline (epoch ms). Dispatchers only. */
     approvals: `${prefix}:{${prefix}.approvals}`,
-    /** Stream: audit entries (out-of-scope calls…). */
+    /**
+     * Stream: audit entries (decisions, outcomes, refused calls) and risk signals, each with the writer it came
+     * from. Only the audit keeper's user writes it (see AuditArchivist); dispatchers read it.
+     */
     audit: `${prefix}:{${prefix}.audit}`,
+    /**
+     * List per writer (`dispatcher`, or a worker's lane): entries on their way to the audit stream. A writer's
+     * Redis user may only RPUSH to its own — no trim, no delete — so what it wrote stays written. Same slot as the stream.
+     */
+    auditInbox: (writer: string) => `${prefix}:{${prefix}.audit}:inbox:${writer}`,
+    /**
+     * Hash per signed envelope (by its MAC): the runs that lane's workers started of it. Only that lane's workers
+     * may touch it — not the dispatchers — so Redis state a dispatcher's user controls cannot make a worker run a
+     * call again. Expires with the envelope's signature.
+     */
+    executions: (lane: string, mac: string) => `${prefix}:executions:${lane}:{${mac}}`,
     /** Pub/sub channel: a worker joined or left; dispatchers re-read the catalog at once. */
     catalogChannel: `${prefix}:catalog-changed`,
     /** Pub/sub channel: MCP cancellations a dispatcher could not match, for the one holding the request. Dispatchers only. */

@@ -46,12 +46,29 @@ export async function runCall(api: Pick<FleetApi, 'submit' | 'get'>, request: Ca
       const left = deadline - now();
       if (left <= 0) throw new WaitTimeoutError(view.id, request.timeoutMs ?? 0, view.status);
       view = await api.get(view.id, { waitMs: Math.min(WAIT_ROUND_MS, left) });
+      if (isFinalStatus(view.status) && view.progress === undefined) view = await withLastReport(api, view);
     }
     line.show(view, now() - started);
   } finally {
     line.end();
   }
   return printEnded(view, request.json, ctx);
+}
+
+/**
+ * The ended call with the tool's last progress report, read from its record:
+ * a wait that ends with the call answers from the worker's reply, which
+ * carries the result only, and a tool that reports just before it returns
+ * (as most do: "100%, done") does so between two rounds. A read that fails
+ * leaves the view as it is: the result is what counts.
+ */
+async function withLastReport(api: Pick<FleetApi, 'get'>, view: CallView): Promise<CallView> {
+  try {
+    const { progress } = await api.get(view.id);
+    return progress === undefined ? view : { ...view, progress };
+  } catch {
+    return view;
+  }
 }
 
 /** Prints an ended call: its result (exit 0), or its error code and message on stderr (exit 1). */

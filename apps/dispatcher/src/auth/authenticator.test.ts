@@ -1,6 +1,6 @@
 import { generateTokenKeys, mintToken, ScopeRegistry, TokenVerifier, ToolScope } from '@forge-fleet/shared';
 import { describe, expect, it } from 'vitest';
-import { Authenticator, requireRole } from './authenticator.js';
+import { Authenticator, bearerChallenge, requireRole } from './authenticator.js';
 
 const keys = generateTokenKeys();
 const scopes = new ScopeRegistry(ToolScope.allow(['clock'])).register('research', ToolScope.allow(['search.*']));
@@ -42,5 +42,16 @@ describe('Authenticator', () => {
     const approver = await auth.caller(await bearer({ subject: 'p', role: 'approver' }));
     expect(() => requireRole(approver, 'call tools', ['agent', 'admin'])).toThrow(expect.objectContaining({ code: 'FORBIDDEN' }) as Error);
     expect(() => requireRole(approver, 'decide approvals', ['approver', 'admin'])).not.toThrow();
+  });
+
+  it('verifies a request once: the same headers object answers with the same caller', async () => {
+    const headers = await bearer({ subject: 'once' });
+    const first = await auth.caller(headers);
+    expect(await auth.caller(headers)).toBe(first);
+  });
+
+  it('challenges with the bearer realm, and says invalid_token (quoted safely) for a refused token', () => {
+    expect(bearerChallenge(false, 'send a token')).toBe('Bearer realm="forge-fleet"');
+    expect(bearerChallenge(true, 'the "exp" claim \\ é')).toBe(`Bearer realm="forge-fleet", error="invalid_token", error_description="the 'exp' claim ' '"`);
   });
 });

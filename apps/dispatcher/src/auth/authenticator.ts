@@ -38,10 +38,29 @@ export interface AuthenticatorOptions {
  * scope from the policy, else the default scope.
  */
 export class Authenticator {
+  /**
+   * Callers already found, by the request's headers object: the app's door
+   * authenticates each request before its body is read, and the route's
+   * `caller(request.headers)` then gets that caller without verifying again.
+   */
+  readonly #known = new WeakMap<object, Caller>();
+
   constructor(private readonly o: AuthenticatorOptions) {}
 
-  /** @throws UnauthenticatedError for a missing (outside dev mode), malformed, expired or foreign token. */
+  /**
+   * The caller of a request, from its headers (the same headers object answers
+   * with the same caller, verified once).
+   * @throws UnauthenticatedError for a missing (outside dev mode), malformed, expired or foreign token.
+   */
   async caller(headers: { authorization?: string | undefined; 'x-forge-task'?: string | string[] | undefined }): Promise<Caller> {
+    const known = this.#known.get(headers);
+    if (known !== undefined) return known;
+    const caller = await this.#verify(headers);
+    this.#known.set(headers, caller);
+    return caller;
+  }
+
+  async #verify(headers: { authorization?: string | undefined; 'x-forge-task'?: string | string[] | undefined }): Promise<Caller> {
     const header = headers.authorization;
     if (header === undefined || header === '') {
       if (!this.o.devMode) throw new UnauthenticatedError('send `Authorization: Bearer <token>` with an agent capability token (`forge token mint`)');
@@ -67,6 +86,21 @@ export class Authenticator {
     if (scope === undefined) throw new BadRequestError(`unknown task type '${String(taskType)}' in x-forge-task; known: ${this.o.scopes.taskTypes().join(', ') || 'none'}`);
     return { subject: undefined, role: 'agent', scope, authorization: undefined };
   }
+}
+
+/** The realm of the dispatcher's bearer challenge. */
+export const AUTH_REALM = 'forge-fleet';
+
+/**
+ * The `WWW-Authenticate` challenge of a 401 (RFC 9110 §11.6.1; RFC 6750 §3):
+ * how to authenticate, and, when a token was presented and refused, that it
+ * was invalid and why (MCP clients read this to find how to sign in).
+ */
+export function bearerChallenge(tokenPresented: boolean, reason: string): string {
+  if (!tokenPresented) return `Bearer realm="${AUTH_REALM}"`;
+  // A quoted-string may not hold `"` or `\`, nor anything outside printable ASCII.
+  const description = reason.replace(/[^\x20-\x7e]|["\\]/g, "'");
+  return `Bearer realm="${AUTH_REALM}", error="invalid_token", error_description="${description}"`;
 }
 
 /** @throws ForbiddenError unless the caller has one of `roles`. */

@@ -1,4 +1,4 @@
-import { laneOf, NoWorkerError, parseToolDefinition, RegistryError, TIERS, type ToolDefinition, ToolNotFoundError } from '@forge-fleet/shared';
+import { isFleetError, laneOf, NoWorkerError, parseToolDefinition, RegistryError, TIERS, type FleetError, type ToolDefinition, ToolNotFoundError } from '@forge-fleet/shared';
 import { type Catalog, type CatalogSnapshot, laneQueueName, type PackEntry, type RedisConnection } from '@forge-fleet/store';
 import type { Logger } from 'pino';
 
@@ -9,6 +9,12 @@ interface Entry {
   readonly liveWorkers: number;
   /** The packs serving the tool under this definition, live or not. */
   readonly packs: readonly PackEntry[];
+}
+
+/** A catalog definition this view refused, with why: kept until the announcement changes. */
+interface Refused {
+  readonly json: string;
+  readonly error: FleetError;
 }
 
 /** Told each catalog read, after the view took it in. */
@@ -68,10 +74,17 @@ export class CatalogView {
     this.#dirty = false;
     const snapshot = await this.catalog.snapshot();
     const next = new Map<string, Entry>();
+    const refused = new Map<string, Refused>();
     for (const [name, { lane, json, liveWorkers, packs }] of snapshot.entries) {
       const previous = this.#entries.get(name);
       if (previous?.json === json && previous.lane === lane) {
         next.set(name, { ...previous, liveWorkers, packs });
+        continue;
+      }
+      // A definition refused once is refused again: neither parse it (its schema is tried on values) nor log it each read.
+      const refusedBefore = this.#refused.get(name);
+      if (refusedBefore?.json === json) {
+        refused.set(name, refusedBefore);
         continue;
       }
       try {
@@ -86,8 +99,10 @@ export class CatalogView {
         next.set(name, { lane, json, definition, liveWorkers, packs });
       } catch (err) {
         this.log.warn({ err, tool: name }, 'ignoring a catalog definition this dispatcher cannot read');
+        if (isFleetError(err)) refused.set(name, { json, error: err });
       }
     }
+    this.#refused = refused;
     for (const [name, lanes] of snapshot.ambiguous) {
       if (!this.#ambiguous.has(name)) this.log.error({ tool: name, lanes }, 'a tool name is announced by workers of several queues; serving none until only one does');
     }
@@ -101,6 +116,8 @@ export class CatalogView {
     for (const listener of this.#listeners) listener(snapshot);
   }
 
+  /** Definitions announced but refused (an invalid schema): a call to one is told why, not that the tool is unknown. */
+  #refused = new Map<string, Refused>();
   #ambiguous = new Map<string, readonly string[]>();
   #lanes: readonly string[] = [];
   #skipped = '';
@@ -131,6 +148,7 @@ export class CatalogView {
 
   /**
    * The definition of a servable tool.
+   * @throws InvalidDefinitionError (or the error its definition was refused with) when it was announced with a definition this dispatcher refuses.
    * @throws ToolNotFoundError when no worker ever announced it.
    * @throws NoWorkerError when no live worker serves it now.
    */
@@ -140,6 +158,8 @@ export class CatalogView {
       throw new RegistryError(`tool '${name}' is announced by workers of several queues (${lanes.join(', ')}); it is served by none until the workers of all but one stop announcing it`, { tool: name, lanes: [...lanes] });
     }
     const entry = this.#entries.get(name);
+    const refused = this.#refused.get(name);
+    if (entry === undefined && refused !== undefined) throw refused.error;
     if (entry === undefined) {
       throw new ToolNotFoundError(name, { known: this.list().map((d) => d.name), remedy: 'no worker has announced it — check the name, or start a worker whose tools module defines it' });
     }

@@ -8,15 +8,20 @@ import { parseRequest } from './errors.js';
 /** Most entries one `GET /v1/audit` answers with. */
 export const MAX_AUDIT_LIMIT = 1000;
 
-/** A time as epoch milliseconds or an ISO-8601 string. */
-const Instant = z.union([
-  z
-    .string()
-    .regex(/^\d{1,15}$/)
-    .transform(Number),
-  z.iso.datetime({ offset: true }).transform((s) => Date.parse(s)),
-  z.iso.date().transform((s) => Date.parse(s)),
-]);
+/**
+ * A time as epoch milliseconds or an ISO-8601 string, at or after 1970: audit
+ * entries are stream IDs of epoch milliseconds, which Redis refuses below 0.
+ */
+const Instant = z
+  .union([
+    z
+      .string()
+      .regex(/^\d{1,15}$/)
+      .transform(Number),
+    z.iso.datetime({ offset: true }).transform((s) => Date.parse(s)),
+    z.iso.date().transform((s) => Date.parse(s)),
+  ])
+  .pipe(z.number().int('is not a time').min(0, 'is before 1970-01-01, where the audit stream begins; give a later time').max(Number.MAX_SAFE_INTEGER, 'is too far in the future'));
 
 export const AuditQuery = z.strictObject({
   callId: z.string().min(1).max(128).optional(),

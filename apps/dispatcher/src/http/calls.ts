@@ -12,13 +12,15 @@ import {
   SubmitCallRequest,
   ToolCallId,
   UnavailableError,
+  UnsupportedMediaTypeError,
 } from '@forge-fleet/shared';
 import { carrierOf } from '@forge-fleet/telemetry';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { type Authenticator, type Caller, requireRole } from '../auth/authenticator.js';
 import type { CallService } from '../pipeline/call-service.js';
-import { asFleetError, badRequest, errorBody, parseRequest } from './errors.js';
+import { asFleetError, errorBody, parseRequest } from './errors.js';
+import { jsonBodies } from './json-body.js';
 
 /** `?wait=<ms>`: how long a request holds out for the call to end (also described by openapi.ts). */
 export const WaitQuery = z.object({
@@ -45,6 +47,28 @@ function clientGone(request: FastifyRequest, reply: FastifyReply): AbortSignal {
   return controller.signal;
 }
 
+/**
+ * One call as sent, on any entrance (single, batch item, stream line). zod
+ * copies `arguments` into a new object, where a `__proto__` key would set a
+ * prototype rather than a key; the call keeps the arguments as JSON.parse made
+ * them, so the call service's argument check (limits/arguments.ts) sees every
+ * key sent and refuses a prototype key alike on each entrance.
+ * @throws BadRequestError naming `what` and each problem.
+ */
+function callRequestOf(raw: unknown, what: string): SubmitCallRequest {
+  const call = parseRequest(SubmitCallRequest, raw, what);
+  const sent = (raw as { arguments?: unknown }).arguments;
+  return typeof sent === 'object' && sent !== null && !Array.isArray(sent) ? { ...call, arguments: sent as Record<string, unknown> } : call;
+}
+
+/** The JSON body of a route that takes one; a call stream sent to it is refused with where to send it. */
+function jsonBodyOf(request: FastifyRequest): unknown {
+  if (request.body instanceof Readable) {
+    throw new UnsupportedMediaTypeError('application/x-ndjson', 'send a call (or a batch) as application/json here, or send a call stream to POST /v1/calls/stream');
+  }
+  return request.body;
+}
+
 const statusOf = (view: CallView): number => (isFinalStatus(view.status) ? 200 : 202);
 
 /** How long a call stream takes new calls; later lines are answered UNAVAILABLE, so clients open a new one (and show their token again). */
@@ -62,6 +86,8 @@ export interface CallRoutesOptions {
 export function callRoutes(calls: CallService, auth: Authenticator, options: CallRoutesOptions) {
   const closing = options.closing ?? (() => false);
   return (app: FastifyInstance): void => {
+    // Prototype keys are answered per call (callRequestOf), so a batch's other calls run.
+    jsonBodies(app, 'keep');
     // A call stream's body is read line by line by its route, as it arrives.
     app.addContentTypeParser('application/x-ndjson', (_request, payload, done) => done(null, payload));
     /** Ends the streams that are answered and takes no more calls on any: run as the server begins to close. */
@@ -74,7 +100,7 @@ export function callRoutes(calls: CallService, auth: Authenticator, options: Cal
     app.post('/v1/calls', async (request, reply) => {
       const caller = await callerOf(request, auth);
       const { wait } = parseRequest(WaitQuery, request.query, 'query');
-      const body = parseRequest(SubmitCallRequest, request.body, 'body');
+      const body = callRequestOf(jsonBodyOf(request), 'body');
       const view = await calls.submit(body, caller, wait, clientGone(request, reply), carrierOf(request.headers));
       return reply.status(statusOf(view)).send(view);
     });
@@ -84,7 +110,7 @@ export function callRoutes(calls: CallService, auth: Authenticator, options: Cal
     app.post('/v1/calls/batch', async (request, reply) => {
       const caller = await callerOf(request, auth);
       const { wait } = parseRequest(WaitQuery, request.query, 'query');
-      const { calls: items } = parseRequest(SubmitBatchRequest, request.body, 'body');
+      const { calls: items } = parseRequest(SubmitBatchRequest, jsonBodyOf(request), 'body');
       const signal = clientGone(request, reply);
       // Every call of the batch waits on this one signal; that is expected, not a leak.
       setMaxListeners(items.length + 10, signal);
@@ -97,8 +123,12 @@ export function callRoutes(calls: CallService, auth: Authenticator, options: Cal
         if (--open === 0 && !lines.destroyed) lines.end();
       };
       items.forEach((raw, index) => {
-        const item = SubmitCallRequest.safeParse(raw);
-        const submitted = item.success ? calls.submit(item.data, caller, wait, signal) : Promise.reject(badRequest(`calls[${index}]`, item.error));
+        let submitted: Promise<CallView>;
+        try {
+          submitted = calls.submit(callRequestOf(raw, `calls[${index}]`), caller, wait, signal);
+        } catch (error) {
+          submitted = Promise.reject(asFleetError(error));
+        }
         submitted.then(
           (view) => write(index, view),
           (error: unknown) => {
@@ -119,7 +149,7 @@ export function callRoutes(calls: CallService, auth: Authenticator, options: Cal
       const caller = await callerOf(request, auth);
       const { wait } = parseRequest(WaitQuery, request.query, 'query');
       const input = request.body;
-      if (!(input instanceof Readable)) throw new BadRequestError('send a call stream as content-type application/x-ndjson, one call per line');
+      if (!(input instanceof Readable)) throw new UnsupportedMediaTypeError(request.headers['content-type'] ?? 'none', 'send a call stream as content-type application/x-ndjson, one call per line');
       const signal = clientGone(request, reply);
       const opened = Date.now();
       const out = new PassThrough();
@@ -151,13 +181,17 @@ export function callRoutes(calls: CallService, auth: Authenticator, options: Cal
         }
         const raw = (value as { id?: unknown } | null)?.id;
         const tag = typeof raw === 'string' ? { id: raw } : { line: at };
-        const item = SubmitCallRequest.safeParse(value);
-        if (!item.success) return answer({ ...tag, ...errorBody(badRequest(`line ${at}`, item.error)) });
-        if (item.data.id === undefined) return answer({ ...tag, ...errorBody(new BadRequestError(`line ${at}: every call on a stream carries its id, to match its answer`)) });
+        let item: SubmitCallRequest;
+        try {
+          item = callRequestOf(value, `line ${at}`);
+        } catch (error) {
+          return answer({ ...tag, ...errorBody(asFleetError(error)) });
+        }
+        if (item.id === undefined) return answer({ ...tag, ...errorBody(new BadRequestError(`line ${at}: every call on a stream carries its id, to match its answer`)) });
         if (closing()) return answer({ ...tag, ...errorBody(new UnavailableError('shutting down', { what: 'this dispatcher takes no new calls' })) });
         if (Date.now() - opened > STREAM_MAX_AGE_MS) return answer({ ...tag, ...errorBody(new UnavailableError(`streams take calls for ${STREAM_MAX_AGE_MS / 1000} s`, { what: 'this call stream takes no new calls' })) });
         open++;
-        calls.submit(item.data, caller, wait, signal).then(
+        calls.submit(item, caller, wait, signal).then(
           (view) => answer(view),
           (error: unknown) => {
             if (!isFleetError(error)) request.log.error({ err: error }, 'streamed call failed');

@@ -1,7 +1,8 @@
 import { isRedisAway } from '@forge-fleet/store';
-import { BadRequestError, type FleetError, InternalError, isFleetError, PayloadTooLargeError, RouteNotFoundError, toWireError, UnavailableError } from '@forge-fleet/shared';
+import { BadRequestError, type FleetError, InternalError, isFleetError, PayloadTooLargeError, RouteNotFoundError, toWireError, UnavailableError, UnsupportedMediaTypeError } from '@forge-fleet/shared';
 import type { FastifyError, FastifyInstance } from 'fastify';
 import type { DecisionAudit } from '../audit/decisions.js';
+import { bearerChallenge } from '../auth/authenticator.js';
 import { type output, ZodError, type ZodType } from 'zod';
 
 /** The body of every error answer: `{ error: { code, message, …details } }`. */
@@ -38,6 +39,9 @@ export function asFleetError(error: unknown): FleetError {
 function fromFastify(error: FastifyError, bodyLimit: number): FleetError {
   if (isRedisAway(error)) return new UnavailableError(error.message, { cause: error });
   if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || error.statusCode === 413) return new PayloadTooLargeError(bodyLimit);
+  if (error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' || error.statusCode === 415) {
+    return new UnsupportedMediaTypeError(/'([^']*)'/.exec(error.message)?.[1] ?? 'unknown', 'send application/json (a call stream, application/x-ndjson, goes to POST /v1/calls/stream)');
+  }
   if (error instanceof ZodError) return new BadRequestError(zodIssues(error, 'body'));
   if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) return new BadRequestError(error.message);
   return new InternalError(error.message, { cause: error });
@@ -62,6 +66,13 @@ export function registerErrorHandling(app: FastifyInstance, bodyLimit: number, a
       const role = fleetError.details['role'];
       audit?.rejectedRequest(fleetError.code, `${request.method} ${request.routeOptions.url ?? request.url}`, fleetError.message, typeof role === 'string' ? role : undefined);
     }
+    if (fleetError.code === 'UNAUTHENTICATED') {
+      const reason = fleetError.details['reason'];
+      void reply.header('www-authenticate', bearerChallenge((request.headers.authorization ?? '') !== '', typeof reason === 'string' ? reason : fleetError.message));
+    }
+    // Refused before its body was read (at the door, or a body in a type no route reads): the rest of the body is
+    // not waited for. Node would otherwise read it to the end to keep the connection, at whatever pace it comes.
+    if (!request.raw.complete) void reply.header('connection', 'close');
     void reply.status(fleetError.httpStatus).send(errorBody(fleetError));
   });
   app.setNotFoundHandler((request, reply) => {

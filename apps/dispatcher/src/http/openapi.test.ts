@@ -14,7 +14,8 @@ const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'tr
  * to AppDeps needs no change in this test.
  */
 function registrationOnlyDeps(): AppDeps {
-  const given: Record<string, unknown> = { log: pino({ level: 'silent' }), bodyLimit: 1024, closing: () => false };
+  // `doors` unset: the HTTP doors' defaults.
+  const given: Record<string, unknown> = { log: pino({ level: 'silent' }), bodyLimit: 1024, closing: () => false, doors: undefined };
   const untouchable = (name: string): unknown =>
     new Proxy(() => undefined, {
       get: (_target, key) => {

@@ -89,6 +89,8 @@ const AuditEntry = z.object({
   decidedBy: z.string().exactOptional(),
   arguments: z.record(z.string(), z.unknown()).exactOptional(),
   editedArguments: z.record(z.string(), z.unknown()).exactOptional(),
+  /** Who wrote it: `dispatcher`, or the lane of the worker. */
+  writer: z.string().exactOptional(),
 });
 const AuditPage = z.object({ entries: z.array(AuditEntry) });
 
@@ -185,7 +187,7 @@ const body = (schemaId: string, description: string): Json => ({ required: true,
 /** Error answers by status; each operation picks the ones it can give. */
 const ERRORS = {
   400: 'BAD_REQUEST: malformed body, query or id, unknown `x-forge-task` (dev mode), arguments nested too deep (details.maxDepth), a prototype key (details.key)',
-  401: 'UNAUTHENTICATED: no token, or a token this fleet does not accept',
+  401: 'UNAUTHENTICATED: no token, or a token this fleet does not accept; the answer carries `WWW-Authenticate: Bearer realm="forge-fleet"` (with `error="invalid_token"` when a token was refused)',
   403: 'FORBIDDEN: the token role may not do this',
   404: 'not found',
   409: 'conflict',
@@ -375,18 +377,18 @@ function buildPaths(): Record<string, Record<string, Json>> {
         operationId: 'mcp',
         summary: 'MCP over Streamable HTTP, stateless: initialize, tools/list (scope-filtered, paginated), tools/call (the whole pipeline); docs/http-api.md',
         description:
-          'One JSON-RPC message (or batch) per request; send `Accept: application/json, text/event-stream`. Requests are answered as a server-sent event stream ' +
+          'One JSON-RPC message per request (a batch only without an `MCP-Protocol-Version` of 2025-06-18 or later); send `Accept: application/json, text/event-stream`. Requests are answered as a server-sent event stream ' +
           '(progress notifications, then the response); notifications with 202. Tool failures, invalid arguments and refused approvals are results with ' +
           '`isError: true`; unknown and out-of-scope tools are JSON-RPC errors `-32602`.',
         parameters: v1,
-        requestBody: { required: true, description: 'A JSON-RPC 2.0 message or batch (MCP)', content: { 'application/json': { schema: { type: 'object' } } } },
+        requestBody: { required: true, description: 'A JSON-RPC 2.0 message (MCP)', content: { 'application/json': { schema: { type: 'object' } } } },
         responses: {
           200: {
             description: 'The answer to a request: a `text/event-stream` of JSON-RPC messages (or a JSON-RPC error as JSON)',
             content: { 'text/event-stream': { schema: { type: 'string' } }, 'application/json': { schema: { type: 'object' } } },
           },
           202: { description: 'A notification or response was accepted' },
-          400: { description: 'A JSON-RPC error: the body is not a valid JSON-RPC message', content: { 'application/json': { schema: { type: 'object' } } } },
+          400: { description: 'A JSON-RPC error: the body is not JSON (-32700), not a JSON-RPC message or a batch MCP no longer allows (-32600), or a notification whose params do not fit (-32602)', content: { 'application/json': { schema: { type: 'object' } } } },
           406: { description: 'The `Accept` header does not list both `application/json` and `text/event-stream`' },
           ...errors({ 401: ERRORS[401], 413: ERRORS[413] }),
         },
@@ -451,7 +453,8 @@ export function buildOpenApiDocument(): OpenApiDocument {
     info: {
       title: 'Forge Fleet',
       version: dispatcherVersion(),
-      description: 'The Forge Fleet dispatcher HTTP API (docs/http-api.md). Every error answer is `{ error: { code, message, retryable, …details } }`.',
+      description:
+        'The Forge Fleet dispatcher HTTP API (docs/http-api.md). Every error answer is `{ error: { code, message, retryable, …details } }`. Before any route runs, every operation that takes a token may also answer 421 HOST_NOT_ALLOWED, 403 ORIGIN_NOT_ALLOWED, 401 UNAUTHENTICATED (all before the body is read), 408 REQUEST_TIMEOUT, 414 URI_TOO_LONG, 415 UNSUPPORTED_MEDIA_TYPE, 431 HEADERS_TOO_LARGE, and 503 UNAVAILABLE with `Retry-After` when the dispatcher holds too many connections (docs/http-api.md, "Connections and requests").',
     },
     security: [{ bearerAuth: [] }],
     paths: buildPaths(),

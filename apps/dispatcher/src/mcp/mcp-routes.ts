@@ -24,6 +24,8 @@ import type { CallService } from '../pipeline/call-service.js';
 import { refusalOf, toCallToolResult } from './call-results.js';
 import type { McpCancelBus } from './cancel-bus.js';
 import { InFlightCalls } from './in-flight.js';
+import { checkBody, parseRefusal } from './json-rpc-body.js';
+import { type ProgressNotice, ProgressNotices } from './progress-notices.js';
 import { DEFAULT_PAGE_SIZE, listPage, META } from './tool-listing.js';
 
 /** What `/mcp` needs (the app's deps have it all). */
@@ -94,30 +96,21 @@ async function callTool(cx: Context, request: CallToolRequest, extra: Extra, clo
   if (extra.signal.aborted) onAbort();
   const unregister = cx.inFlight.add(cx.client, extra.requestId, cancelled);
 
-  // With a progress token the client hears, in order: the statuses this request observes (on submission,
-  // after each wait round that ends with the call still going) and the tool's own reports (ctx.progress),
-  // forwarded as the worker sends them. MCP wants each notification's `progress` to exceed the last one's:
-  // statuses count 0, 1, 2…; from the tool's first report on, only its reports go out, shifted by the last
-  // status count (`offset`, 0 for a call that started reporting before its first wait round ended).
+  // With a progress token the client hears the statuses this request observes and the tool's own reports
+  // (ctx.progress, pushed by the worker as it sends them), on one increasing scale (ProgressNotices).
+  // A view read from the record carries the tool's latest report too: a report whose push is still on its way
+  // when the record already says the call ended reaches the client that way, before the final status.
   const progressToken = meta?.progressToken;
-  let sent: number | undefined;
-  let offset: number | undefined;
-  const notify = (progress: number, total: number | undefined, message: string | undefined): void => {
-    if (progressToken === undefined || cancelled.signal.aborted || (sent !== undefined && progress <= sent)) return;
-    sent = progress;
-    const params = { progressToken, progress, ...(total === undefined ? {} : { total }), ...(message === undefined ? {} : { message }) };
-    extra.sendNotification({ method: 'notifications/progress', params }).catch((err: unknown) => cx.log.debug({ err, callId: id }, 'progress notification not sent'));
+  const notices = new ProgressNotices();
+  const notify = (notice: ProgressNotice | undefined): void => {
+    if (notice === undefined || progressToken === undefined || cancelled.signal.aborted) return;
+    extra.sendNotification({ method: 'notifications/progress', params: { progressToken, ...notice } }).catch((err: unknown) => cx.log.debug({ err, callId: id }, 'progress notification not sent'));
   };
-  const report = (view: CallView): void => {
-    if (offset === undefined) notify(sent === undefined ? 0 : sent + 1, undefined, view.status);
+  const observe = (view: CallView): void => {
+    if (view.progress !== undefined) notify(notices.report(view.progress));
+    notify(notices.status(view.status));
   };
-  const unsubscribe =
-    progressToken === undefined
-      ? () => {}
-      : calls.onProgress(id, (p) => {
-          offset ??= sent ?? 0;
-          notify(offset + p.progress, p.total === undefined ? undefined : offset + p.total, p.message);
-        });
+  const unsubscribe = progressToken === undefined ? () => {} : calls.onProgress(id, (p) => notify(notices.report(p)));
 
   try {
     let view: CallView;
@@ -126,7 +119,7 @@ async function callTool(cx: Context, request: CallToolRequest, extra: Extra, clo
       // `_meta.traceparent` (and `tracestate`), as MCP clients that trace send it, joins the call to the client's trace.
       view = await calls.submit({ id, name, arguments: args }, cx.caller, progressToken === undefined ? MAX_WAIT_MS : 0, cancelled.signal, carrierOf(meta));
       while (!isFinalStatus(view.status) && !cancelled.signal.aborted) {
-        report(view);
+        observe(view);
         view = await calls.get(id, progressToken === undefined ? MAX_WAIT_MS : PROGRESS_INTERVAL_MS, cx.caller, cancelled.signal);
       }
     } catch (error) {
@@ -144,7 +137,7 @@ async function callTool(cx: Context, request: CallToolRequest, extra: Extra, clo
       }
       return after.result === undefined ? { content: [{ type: 'text', text: `call ${id} was cancelled` }], isError: true } : toCallToolResult(after.result, after);
     }
-    report(view);
+    observe(view);
     if (view.result === undefined) return { content: [{ type: 'text', text: `call ${id} ended ${view.status} without a result` }], isError: true };
     return toCallToolResult(view.result, view);
   } finally {
@@ -179,6 +172,24 @@ function serverFor(cx: Context): Server {
   return server;
 }
 
+/** A `/mcp` body as parsed: its JSON, or why it is none. */
+class McpBody {
+  constructor(
+    readonly json: unknown,
+    readonly problem?: 'not-json' | 'forbidden-key',
+  ) {}
+}
+
+/** Whether `text` is JSON at all (told apart from JSON refused for a `__proto__` key). */
+function isJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** A JSON-RPC error body for requests the stateless transport does not serve (-32000: the server-error range, as the SDK's examples answer). */
 const notAllowed = { jsonrpc: '2.0', error: { code: -32000, message: 'Method not allowed: this MCP endpoint is stateless; send JSON-RPC messages with POST' }, id: null };
 
@@ -202,9 +213,27 @@ export function mcpRoutes(deps: McpDeps, options: McpOptions = {}) {
   const pageSize = options.pageSize ?? DEFAULT_PAGE_SIZE;
   const version = dispatcherVersion();
   return (app: FastifyInstance): void => {
+    // JSON is parsed here (as everywhere: `__proto__` refused) into an McpBody, so that a body which is not JSON
+    // is answered as JSON-RPC says (-32700) rather than with the /v1 error body. This plugin's routes only.
+    const json = app.getDefaultJsonParser('error', 'error');
+    app.removeContentTypeParser('application/json');
+    app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+      const text = typeof body === 'string' ? body : body.toString('utf8');
+      void json(request, text, (error, value) => {
+        done(null, error === null ? new McpBody(value) : new McpBody(undefined, isJson(text) ? 'forbidden-key' : 'not-json'));
+      });
+    });
     app.post('/mcp', async (request, reply) => {
       // Refused here, before the transport: a 401 with the usual error body (and an audit entry).
       const caller = await deps.auth.caller(request.headers);
+      // What the SDK would refuse wrongly (202 for `[]`, -32700 for `1`, -32603 and a zod dump for bad params): see checkBody.
+      const body = request.body instanceof McpBody ? request.body : undefined;
+      const protocolVersion = request.headers['mcp-protocol-version'];
+      const refused = body === undefined ? undefined : body.problem !== undefined ? parseRefusal(body.problem) : checkBody(body.json, typeof protocolVersion === 'string' ? protocolVersion : undefined);
+      if (refused !== undefined) {
+        request.log.info({ code: refused.body.error.code }, 'MCP message refused');
+        return reply.status(refused.status).type('application/json').send(refused.body);
+      }
       await listen();
       const cx: Context = { deps, caller, client: InFlightCalls.clientOf(request.headers), inFlight, cancelBus: deps.cancelBus, pageSize, log: request.log, version };
       const server = serverFor(cx);
@@ -217,7 +246,7 @@ export function mcpRoutes(deps: McpDeps, options: McpOptions = {}) {
       });
       void reply.hijack();
       try {
-        await transport.handleRequest(request.raw, reply.raw, request.body);
+        await transport.handleRequest(request.raw, reply.raw, body?.json);
       } catch (err) {
         request.log.error({ err }, 'MCP request failed');
         if (!reply.raw.headersSent) reply.raw.writeHead(500, { 'content-type': 'application/json' });

@@ -5,8 +5,10 @@ import { type CallEnvelope, deriveQueueKey, queueName, signEnvelope } from '@for
  * to (derived from the fleet's signing secret; workers hold only their own
  * queue's key). The signature covers what a worker acts on — call id, tool,
  * arguments, tier, pool, reply target, deadline, approval decision, caller —
- * and holds for `validityMs` after enqueueing (or until the call's deadline,
- * if later), so a job replayed after that is refused.
+ * and holds until the call's deadline, or for `validityMs` after enqueueing
+ * when it has none: a call past its deadline never runs, so its envelope has
+ * no use for longer. Within that time a replayed job is refused by the lane's
+ * execution records (see Executions in packages/store).
  */
 export class CallSigner {
   readonly #secret: Buffer;
@@ -24,7 +26,7 @@ export class CallSigner {
     const queue = queueName(this.#prefix, envelope.tier, envelope.tier === 'host' ? envelope.pool : undefined);
     let key = this.#keys.get(queue);
     if (key === undefined) this.#keys.set(queue, (key = deriveQueueKey(this.#secret, queue)));
-    const validUntil = Math.max(envelope.enqueuedAt + this.#validityMs, envelope.deadline ?? 0);
+    const validUntil = envelope.deadline ?? envelope.enqueuedAt + this.#validityMs;
     return signEnvelope(envelope, key, validUntil);
   }
 }

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { laneOf, queueName, type RedisTarget, type Tier, type Tool, WorkerLostError } from '@forge-fleet/shared';
-import { Catalog, CallStore, callsOfJob, closeRedis, connectRedis, KeyChecks, openQueue, packOf, RedisAuditLogger, type RedisConnection, RedisRiskSignalQueue, ReplyPublisher, fleetKeys, packQueueName } from '@forge-fleet/store';
+import { Catalog, CallStore, callsOfJob, closeRedis, connectRedis, Executions, KeyChecks, openQueue, packOf, RedisAuditLogger, type RedisConnection, RedisRiskSignalQueue, ReplyPublisher, fleetKeys, packQueueName } from '@forge-fleet/store';
 import { type FleetMetrics, MeteredAuditLogger, type ToolTracer } from '@forge-fleet/telemetry';
 import { type Job, type Queue, UnrecoverableError, Worker } from 'bullmq';
 import type { Logger } from 'pino';
@@ -108,7 +108,7 @@ export class WorkerPool {
     const o = this.#o;
     const redis = connectRedis(o.redis, 'command', o.log);
     const store = new CallStore(redis, this.#keys, o.retentionMs);
-    const rawAudit = new RedisAuditLogger(redis, this.#keys);
+    const rawAudit = new RedisAuditLogger(redis, this.#keys, this.lane);
     // Every outcome this worker decides is audited: outcomes are counted there (see MeteredAuditLogger).
     const audit = o.metrics === undefined ? rawAudit : new MeteredAuditLogger(rawAudit, o.metrics);
     const answers = new CallAnswers({ lane: this.lane, queue: this.queue, workerId: this.id, store, replies: new ReplyPublisher(redis, this.#keys), audit, maxResultBytes: o.maxResultBytes, log: o.log });
@@ -121,9 +121,10 @@ export class WorkerPool {
       tools: this.#tools,
       callKey: o.callKey,
       store,
+      executions: new Executions(redis, this.#keys),
       answers,
       audit,
-      risk: new RedisRiskSignalQueue(redis, this.#keys, (err) => o.log.error({ err }, 'risk signal write failed')),
+      risk: new RedisRiskSignalQueue(redis, this.#keys, this.lane, (err) => o.log.error({ err }, 'risk signal write failed')),
       retryQueue: () => this.#retryQueue(),
       retryAttempts: o.retryAttempts,
       retryBackoffMs: o.retryBackoffMs,

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import {
   type AuditLogger,
   type CallEnvelope,
@@ -17,14 +18,22 @@ import {
   type ToolResult,
   WorkerLostError,
 } from '@forge-fleet/shared';
-import type { CallStore, RedisRiskSignalQueue } from '@forge-fleet/store';
+import type { CallStore, Executions, RedisRiskSignalQueue } from '@forge-fleet/store';
 import type { FleetMetrics, ToolTracer } from '@forge-fleet/telemetry';
 import type { Queue } from 'bullmq';
 import type { Logger } from 'pino';
 import type { CallAnswers } from '../answer/call-answers.js';
+import { executorForCaller } from '../tools/caller-executor.js';
 import { ActiveRun } from './active-run.js';
 import { durableStep } from './durable-step.js';
-import { afterLostRun, afterRun, type RunFacts } from './retry-policy.js';
+import { afterLostRun, afterRun, mayRun, type RunFacts } from './retry-policy.js';
+
+/**
+ * How long past its signature's end a lane keeps an envelope's execution
+ * record: a worker whose clock runs behind Redis's still finds the record for
+ * as long as it would accept the envelope.
+ */
+const EXECUTIONS_CLOCK_SKEW_MS = 5 * 60_000;
 
 /**
  * A failure may pass (its code says so), but sending the call again is safe
@@ -49,6 +58,8 @@ export interface CallRunnerDeps {
   /** The key that verifies the dispatchers' signatures on this lane's calls. */
   readonly callKey: Uint8Array;
   readonly store: CallStore;
+  /** The lane's execution records: the replay barrier only the lane's workers can write. */
+  readonly executions: Executions;
   readonly answers: CallAnswers;
   readonly audit: AuditLogger;
   readonly risk: RedisRiskSignalQueue;
@@ -93,6 +104,12 @@ export class CallRunner {
     // Before anything else: a call this lane's key does not vouch for never runs.
     const forgery = envelopeForgery(envelope, d.callKey, { tier: d.tier, pool: d.pool });
     if (forgery !== undefined) {
+      // A signature ends with its call's deadline: one that held until then is a genuine call that waited too long.
+      if (envelope.deadline !== undefined && envelopeForgery(envelope, d.callKey, { tier: d.tier, pool: d.pool }, envelope.deadline) === undefined) {
+        await d.answers.fail(envelope, new ExpiredError(call.name, envelope.deadline), 'queued');
+        log.info('call expired in the queue');
+        return;
+      }
       await this.#refuseForged(envelope, forgery);
       log.warn({ reason: forgery, caller: envelope.caller }, 'forged call refused');
       return;
@@ -143,7 +160,24 @@ export class CallRunner {
       case 'started':
         break;
     }
+    // The record said run; the lane's own execution record has the last word (see mayRun).
+    const runs = await this.#claimRun(envelope, log);
+    if (!mayRun(facts, runs)) {
+      const reason = `its envelope has already run ${runs - 1} time${runs === 2 ? '' : 's'} (a replayed job)`;
+      await this.#refuseForged(envelope, reason, 'running');
+      log.warn({ reason, caller: envelope.caller }, 'replayed call refused');
+      return;
+    }
     await this.#execute(envelope, tool, facts, jobCalls, log);
+  }
+
+  /** Counts this run on the envelope's execution record (through a Redis outage: the run's id makes a resend count once). */
+  async #claimRun(envelope: CallEnvelope, log: Pick<Logger, 'info' | 'warn' | 'error'>): Promise<number> {
+    const d = this.#d;
+    // envelopeForgery vouched for the signature just now: there is one.
+    const sig = envelope.sig!;
+    const runId = `${d.workerId}:${randomUUID()}`;
+    return durableStep('claim', envelope.call.id, () => d.executions.claim(d.lane, sig.mac, runId, sig.validUntil + EXECUTIONS_CLOCK_SKEW_MS), log);
   }
 
   async #execute(envelope: CallEnvelope, { definition, executor }: Tool, facts: RunFacts, jobCalls: Set<ActiveRun>, log: Pick<Logger, 'info' | 'warn' | 'error'>): Promise<void> {
@@ -168,7 +202,8 @@ export class CallRunner {
     };
     let result: ToolResult;
     try {
-      const run = () => runExecutor(executor!, definition, call, { onCancellable: (cancel) => active.attach(cancel), attempt: starts, onProgress });
+      // The sandbox keeps each caller's calls in processes of that caller's (docs/sandbox.md).
+      const run = () => runExecutor(executorForCaller(executor!, envelope.caller), definition, call, { onCancellable: (cancel) => active.attach(cancel), attempt: starts, onProgress });
       result = d.tracer === undefined ? await run() : await d.tracer.execute(call, d.tier, envelope.trace, run);
     } finally {
       throttle?.close();
@@ -209,11 +244,12 @@ export class CallRunner {
   }
 
   /**
-   * A forged call ends as FORGED_CALL if its record is still queued (a real
-   * call's job may have been tampered with; a running or finished call is left
-   * alone), and leaves an audit entry and a risk signal either way.
+   * A forged call ends as FORGED_CALL if its record is still `onlyFrom` (a
+   * real call's job may have been tampered with; a call in another state is
+   * left alone), and leaves an audit entry and a risk signal either way. A
+   * replay is refused after the start step took it, so from `running`.
    */
-  async #refuseForged(envelope: CallEnvelope, reason: string): Promise<void> {
+  async #refuseForged(envelope: CallEnvelope, reason: string, onlyFrom: 'queued' | 'running' = 'queued'): Promise<void> {
     const d = this.#d;
     const { call } = envelope;
     const at = new Date().toISOString();
@@ -221,7 +257,7 @@ export class CallRunner {
     d.risk.push({ kind: 'forged_call', at, callId: call.id, tool: call.name, scope: d.queue, reason, ...caller });
     await Promise.all([
       d.audit.record({ at, callId: call.id, tool: call.name, errorCategory: 'forged_call', scopeAtListing: null, scopeAtDispatch: d.queue, reason, ...caller }),
-      d.answers.fail(envelope, new ForgedCallError(call.name, reason), 'queued'),
+      d.answers.fail(envelope, new ForgedCallError(call.name, reason), onlyFrom),
     ]).catch((err: unknown) => d.log.error({ err, callId: call.id }, 'could not record a forged call'));
   }
 }

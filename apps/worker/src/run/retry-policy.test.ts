@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { afterLostRun, afterRun, type RunFacts } from './retry-policy.js';
+import { afterLostRun, afterRun, mayRun, type RunFacts } from './retry-policy.js';
 
 const facts = (over: Partial<RunFacts> = {}): RunFacts => ({ tool: 't', retryable: true, starts: 1, attempts: 3, backoffMs: 200, ...over });
 const failed = (code: string | undefined) => ({ lostToShutdown: false, code, isError: true });
@@ -39,5 +39,15 @@ describe('afterLostRun', () => {
     expect(afterLostRun(facts({ starts: 3 }))).toEqual({ then: 'rerun' });
     expect(afterLostRun(facts({ starts: 4 }))).toMatchObject({ then: 'lost', error: { reason: 'retries_exhausted' } });
     expect(afterLostRun(facts({ retryable: false, starts: 2 }))).toMatchObject({ then: 'lost', error: { reason: 'lock_expired' } });
+  });
+});
+
+describe('mayRun', () => {
+  it('lets every envelope run once, a retryable tool as often as its attempts, and refuses every run beyond', () => {
+    expect(mayRun({ retryable: false, attempts: 3 }, 1)).toBe(true);
+    expect(mayRun({ retryable: false, attempts: 3 }, 2)).toBe(false);
+    expect(mayRun({ retryable: true, attempts: 3 }, 3)).toBe(true);
+    expect(mayRun({ retryable: true, attempts: 3 }, 4)).toBe(false);
+    expect(mayRun({ retryable: true, attempts: 1 }, 2)).toBe(false);
   });
 });

@@ -55,3 +55,15 @@ export function afterLostRun(facts: RunFacts): { readonly then: 'rerun' } | { re
   if (facts.starts > facts.attempts) return { then: 'lost', error: new WorkerLostError(facts.tool, 'retries_exhausted', { attempts: facts.starts - 1, detail: 'its worker stopped answering (lock expired)' }) };
   return { then: 'rerun' };
 }
+
+/**
+ * Whether a run of a signed envelope may go ahead, given how many runs the
+ * lane's execution record counts for it, this one included (see Executions
+ * in packages/store). The first run always may; a tool flagged retryable may
+ * run as often as its retries allow, and no more; any other run is a replay
+ * of a job whose call already ran — Redis state a dispatcher's user controls
+ * cannot make it run again.
+ */
+export function mayRun(facts: Pick<RunFacts, 'retryable' | 'attempts'>, runs: number): boolean {
+  return runs === 1 || (facts.retryable && runs <= facts.attempts);
+}

@@ -1,5 +1,5 @@
-import type { ProbeResult } from './probe.js';
-import { UNSHARE_FLAGS } from './probe.js';
+import { checkLivenessLimits } from './liveness.js';
+import { bwrapView, type ProbeResult, UNSHARE_FLAGS } from './probe.js';
 
 /** Resource limits of one sandbox process. */
 export interface SandboxLimits {
@@ -19,9 +19,23 @@ export interface SandboxLimits {
    * @defaultValue 1 MiB
    */
   readonly outputBytes: number;
+  /**
+   * How often the worker checks that the event loop of a sandbox process
+   * with calls in flight still answers, in milliseconds.
+   * @defaultValue 500
+   */
+  readonly livenessIntervalMs: number;
+  /**
+   * How long a sandbox process's event loop may go without answering while
+   * using next to no CPU (blocked in `Atomics.wait`, say) before the process
+   * counts as frozen and is replaced, in milliseconds. A loop blocked by
+   * computation is the CPU limit's business, not this one's.
+   * @defaultValue 2000
+   */
+  readonly livenessTimeoutMs: number;
 }
 
-export const DEFAULT_LIMITS: SandboxLimits = Object.freeze({ cpuSeconds: 10, memoryMb: 256, outputBytes: 1 << 20 });
+export const DEFAULT_LIMITS: SandboxLimits = Object.freeze({ cpuSeconds: 10, memoryMb: 256, outputBytes: 1 << 20, livenessIntervalMs: 500, livenessTimeoutMs: 2000 });
 
 /** Room above the heap limit for Node's own data mappings, Buffers and WebAssembly memories. */
 export const OFF_HEAP_HEADROOM_MB = 256;
@@ -40,11 +54,18 @@ export interface LaunchCommand {
 
 /**
  * The command line of one sandbox process, outermost layer first:
- * rlimits (prlimit, or `sh -c ulimit`), namespaces (unshare), then Node's
- * permission model granting read access to the bundle alone.
+ * rlimits (prlimit, or `sh -c ulimit`), then bubblewrap (namespaces, a
+ * filesystem view with Node, its libraries and the bundle only, a session of
+ * its own, death with the worker) — or, without it, `setpriv --pdeathsig`
+ * and `unshare` namespaces — then Node's permission model granting read
+ * access to the bundle alone.
+ *
+ * @throws ConfigInvalidError when the liveness limits make no sense (see checkLivenessLimits).
  */
 export function launchCommand(options: { probe: ProbeResult; nodePath: string; bundlePath: string; limits: SandboxLimits }): LaunchCommand {
   const { probe, limits } = options;
+  // Checked here, where the limits are turned into a sandbox once, before any process starts.
+  checkLivenessLimits(limits);
   const node = [
     options.nodePath,
     '--experimental-permission',
@@ -54,7 +75,7 @@ export function launchCommand(options: { probe: ProbeResult; nodePath: string; b
     options.bundlePath,
     JSON.stringify({ outputBytes: limits.outputBytes }),
   ];
-  const isolated = probe.unshare ? ['unshare', ...UNSHARE_FLAGS, '--', ...node] : node;
+  const isolated = probe.bubblewrap ? ['bwrap', ...bwrapView([options.nodePath, ...probe.nodeLibraries, options.bundlePath]), '--', ...node] : withoutBubblewrap(probe, node);
   const cpu = lifetimeCpuSeconds(limits);
   const dataBytes = (Math.floor(limits.memoryMb) + OFF_HEAP_HEADROOM_MB) * 1024 * 1024;
   if (probe.prlimit) {
@@ -66,4 +87,15 @@ export function launchCommand(options: { probe: ProbeResult; nodePath: string; b
   }
   const [file, ...args] = isolated;
   return { file: file ?? options.nodePath, args };
+}
+
+/**
+ * The fallback layers: namespaces from `unshare` where it works, and
+ * `setpriv --pdeathsig` so that the sandbox (whose own session the worker
+ * gives it at spawn) dies with its worker even when it is too busy or frozen
+ * to notice its channel close.
+ */
+function withoutBubblewrap(probe: ProbeResult, node: readonly string[]): string[] {
+  const namespaced = probe.unshare ? ['unshare', ...UNSHARE_FLAGS, '--', ...node] : [...node];
+  return probe.setpriv ? ['setpriv', '--pdeathsig', 'KILL', '--', ...namespaced] : namespaced;
 }

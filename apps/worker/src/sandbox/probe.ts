@@ -1,20 +1,38 @@
 import { spawnSync } from 'node:child_process';
 import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { isAbsolute, join } from 'node:path';
 
 /** Flags that give a sandbox process its own user, network and PID namespaces. */
 export const UNSHARE_FLAGS = ['--user', '--map-root-user', '--net', '--pid', '--fork', '--kill-child'] as const;
+
+/**
+ * bubblewrap's namespaces and process settings: every namespace it can make
+ * (user, mount, PID, network, IPC, UTS, cgroup), a session of its own (so
+ * `kill(0)` and a terminal's signals stay inside), SIGKILL when the worker
+ * dies, and no capabilities. The filesystem view is added per sandbox (see
+ * launch.ts).
+ */
+export const BWRAP_FLAGS = ['--unshare-all', '--die-with-parent', '--new-session', '--cap-drop', 'ALL', '--proc', '/proc', '--dev', '/dev', '--chdir', '/'] as const;
 
 /** Which isolation layers this machine offers, found by trying each one. */
 export interface ProbeResult {
   /** `unshare` (util-linux) can create unprivileged user + network + PID namespaces. */
   readonly unshare: boolean;
+  /**
+   * `bwrap` (bubblewrap) can run Node in a filesystem view of its own that holds
+   * only the Node binary and its libraries (and, per sandbox, the bundle).
+   */
+  readonly bubblewrap: boolean;
+  /** `setpriv` (util-linux) can set a parent-death signal: without bubblewrap it kills a sandbox whose worker died. */
+  readonly setpriv: boolean;
   /** `prlimit` (util-linux) is on the PATH; otherwise `sh -c ulimit` sets the rlimits. */
   readonly prlimit: boolean;
   /** `/bin/sh` exists for the `ulimit` fallback. */
   readonly shell: boolean;
   /** The process's own cgroup v2 directory, when it is writable. */
   readonly cgroupV2: string | undefined;
+  /** The shared libraries the Node binary loads (with its ELF interpreter), as `ldd` names them: bound into the bubblewrap view. */
+  readonly nodeLibraries: readonly string[];
 }
 
 function succeeds(file: string, args: readonly string[]): boolean {
@@ -39,12 +57,38 @@ export function probeCgroupV2(root = '/sys/fs/cgroup'): string | undefined {
   }
 }
 
-/** Tries each layer once; takes a few milliseconds. */
-export function probeIsolation(): ProbeResult {
+/** The absolute paths in `ldd` output: `libc.so.6 => /lib/…/libc.so.6 (0x…)` and `/lib64/ld-linux-x86-64.so.2 (0x…)`. */
+export function librariesFromLdd(output: string): string[] {
+  const found = new Set<string>();
+  for (const line of output.split('\n')) {
+    const path = (line.includes('=>') ? line.split('=>')[1] ?? '' : line).trim().split(/\s+/)[0] ?? '';
+    if (isAbsolute(path)) found.add(path);
+  }
+  return [...found];
+}
+
+/** What `ldd` says `nodePath` loads; empty when there is no `ldd` (a static Node needs nothing). */
+function nodeLibraries(nodePath: string): string[] {
+  const run = spawnSync('ldd', [nodePath], { encoding: 'utf8', timeout: 5_000, env: { PATH: process.env.PATH ?? '' } });
+  return run.error === undefined && run.status === 0 ? librariesFromLdd(run.stdout) : [];
+}
+
+/** bubblewrap's read-only view of `files` (each at its own path) on top of {@link BWRAP_FLAGS}. */
+export function bwrapView(files: readonly string[]): string[] {
+  return [...BWRAP_FLAGS, ...files.flatMap((file) => ['--ro-bind', file, file])];
+}
+
+/** Tries each layer once; takes a few tens of milliseconds. */
+export function probeIsolation(nodePath = process.execPath): ProbeResult {
+  const libraries = nodeLibraries(nodePath);
   return {
     unshare: succeeds('unshare', [...UNSHARE_FLAGS, '--', 'true']),
+    // The view a sandbox gets, less its bundle: Node must start in it.
+    bubblewrap: succeeds('bwrap', [...bwrapView([nodePath, ...libraries]), '--', nodePath, '-e', '0']),
+    setpriv: succeeds('setpriv', ['--pdeathsig', 'KILL', '--', 'true']),
     prlimit: succeeds('prlimit', ['--version']),
     shell: succeeds('/bin/sh', ['-c', 'ulimit -t 1 -d 1000000 -n 64 -c 0']),
     cgroupV2: probeCgroupV2(),
+    nodeLibraries: libraries,
   };
 }

@@ -29,7 +29,13 @@ export interface CancelRequest {
   readonly reason: string;
 }
 
-export type SandboxRequest = RunRequest | CancelRequest;
+/** The liveness check (see liveness.ts): the sandbox answers `pong` with the same `seq` as soon as its event loop gets to it. */
+export interface PingRequest {
+  readonly type: 'ping';
+  readonly seq: number;
+}
+
+export type SandboxRequest = RunRequest | CancelRequest | PingRequest;
 
 /** Limits a handler's failure can be attributed to from inside the sandbox. */
 export const ReportedLimit = z.enum(['memory', 'output']);
@@ -37,6 +43,7 @@ export type ReportedLimit = z.infer<typeof ReportedLimit>;
 
 export const SandboxReply = z.discriminatedUnion('type', [
   z.object({ type: z.literal('ready'), tools: z.array(z.string()) }),
+  z.object({ type: z.literal('pong'), seq: z.number().int() }),
   // The result is checked against ToolResult by runExecutor, as for any custom executor.
   z.object({ type: z.literal('result'), runId: z.string(), result: z.unknown() }),
   // A FleetError thrown by the handler keeps its code across the boundary.

@@ -88,6 +88,7 @@ export function serveSandbox(tools: unknown): void {
   channel.on('data', lineReader((line) => {
     const request = JSON.parse(line) as SandboxRequest;
     if (request.type === 'run') void run(request);
+    else if (request.type === 'ping') send({ type: 'pong', seq: request.seq });
     else running.get(request.runId)?.abort(new Error(request.reason));
   }));
   // Without its worker a sandbox has nothing to do; never outlive it.

@@ -15,6 +15,7 @@ import type { Logger } from 'pino';
 import { cpuSecondsFromStat, errorForExit, type ProcessExit } from './exit.js';
 import { lineReader, Outbox } from './framing.js';
 import type { LaunchCommand, SandboxLimits } from './launch.js';
+import { LivenessCheck } from './liveness.js';
 import { type RunRequest, SandboxReply, type SandboxRequest } from './protocol.js';
 
 /** How much of a process's stderr is kept to explain its death. */
@@ -87,6 +88,8 @@ export class SandboxProcess {
   /** When (performance.now()) #lastCpu was read. */
   #lastCpuAt = 0;
   readonly #outbox: Outbox;
+  /** Watches the event loop while calls run: a loop blocked at zero CPU is seen by nothing else. */
+  readonly #liveness: LivenessCheck;
   readonly exited: Promise<ProcessExit>;
 
   private constructor(child: ChildProcess, limits: SandboxLimits, log: Logger) {
@@ -95,6 +98,14 @@ export class SandboxProcess {
     this.#log = log;
     this.#channel = child.stdio[3] as Writable;
     this.#outbox = new Outbox((text) => this.#channel.write(text));
+    this.#liveness = new LivenessCheck({
+      livenessIntervalMs: limits.livenessIntervalMs,
+      livenessTimeoutMs: limits.livenessTimeoutMs,
+      ping: (seq) => this.#send({ type: 'ping', seq }),
+      // Read afresh: only when a ping goes out and when one is overdue.
+      cpuSeconds: () => this.cpuSeconds(),
+      onFrozen: (silentMs) => this.#onFrozen(silentMs),
+    });
     // A killed process resets its pipes; that is reported through 'exit', and must never crash the worker.
     for (const stream of child.stdio) stream?.on('error', () => undefined);
     child.stderr?.on('data', (chunk: Buffer) => {
@@ -117,7 +128,10 @@ export class SandboxProcess {
    */
   static async start(command: LaunchCommand, limits: SandboxLimits, log: Logger, startTimeoutMs = 15_000): Promise<{ process: SandboxProcess; tools: string[] }> {
     // An empty environment: nothing of the worker's (REDIS_URL, secrets, PATH) reaches a handler.
-    const child = spawn(command.file, command.args, { env: {}, stdio: ['ignore', 'pipe', 'pipe', 'pipe'] });
+    // `detached`: a session and process group of its own (setsid), so kill(0) or kill(-pgid) from inside reaches
+    // only the sandbox, never the worker's group (under `npm start`, every fleet process). Death with the worker
+    // comes from bubblewrap's --die-with-parent or setpriv's --pdeathsig (launch.ts), not from the group.
+    const child = spawn(command.file, command.args, { env: {}, stdio: ['ignore', 'pipe', 'pipe', 'pipe'], detached: true });
     const sandbox = new SandboxProcess(child, limits, log);
     const tools = await new Promise<string[]>((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -197,6 +211,7 @@ export class SandboxProcess {
       const running: Running = { request, cpuStart: this.#lastCpu, resolve, reject, onProgress, cleanups: [] };
       this.#running.set(request.runId, running);
       if (running.cpuStart !== undefined) this.#cpuPoll ??= setInterval(() => this.#checkCpu(), CPU_POLL_MS);
+      this.#liveness.start();
       const onAbort = (): void => {
         if (this.#running.get(request.runId) !== running) return;
         this.#send({ type: 'cancel', runId: request.runId, reason: reasonOf(signal.reason) });
@@ -248,6 +263,25 @@ export class SandboxProcess {
     }
   }
 
+  /**
+   * The event loop answered no ping while the process used next to no CPU.
+   * Alone, the call running is the one that froze it and fails now; sharing,
+   * nobody can tell which call did, so every call is a bystander and runs
+   * again alone, where the one at fault freezes its own process. Either way
+   * the process is killed: nothing more is sent to it and the pool replaces it.
+   */
+  #onFrozen(silentMs: number): void {
+    const oldest = this.#running.values().next().value;
+    if (oldest === undefined) return;
+    this.#log.warn({ sandboxPid: this.#child.pid, silentMs, calls: this.#running.size }, 'a sandbox process stopped answering while using no CPU; replacing it');
+    const reason = new ResourceLimitError(
+      oldest.request.tool,
+      'event-loop',
+      `its sandbox process answered no liveness check for ${silentMs} ms while using next to no CPU (a blocking wait such as Atomics.wait); the process was replaced — keep handlers from blocking the event loop`,
+    );
+    this.kill(reason, this.#running.size === 1 ? oldest.request.runId : UNKNOWN_CULPRIT);
+  }
+
   #send(message: SandboxRequest): void {
     // Everything sent in this turn leaves in one write.
     this.#outbox.send(JSON.stringify(message));
@@ -263,7 +297,8 @@ export class SandboxProcess {
         return;
       }
       onReply(reply);
-      if (reply.type !== 'ready') this.#onReply(reply);
+      if (reply.type === 'pong') this.#liveness.pong(reply.seq);
+      else if (reply.type !== 'ready') this.#onReply(reply);
     });
     input.on('data', (chunk: Buffer) => {
       // A reply without a newline must not grow without bound; the runtime itself keeps results under outputBytes.
@@ -280,7 +315,7 @@ export class SandboxProcess {
     return this.#running.values().next().value?.request.tool ?? 'unknown';
   }
 
-  #onReply(reply: Exclude<SandboxReply, { type: 'ready' }>): void {
+  #onReply(reply: Exclude<SandboxReply, { type: 'ready' | 'pong' }>): void {
     const running = this.#running.get(reply.runId);
     // A late reply for a call that already ended (killed, or answered) has no one to go to.
     if (running === undefined) return;
@@ -305,6 +340,7 @@ export class SandboxProcess {
 
   #onExit(exit: ProcessExit): void {
     clearInterval(this.#cpuPoll);
+    this.#liveness.stop();
     if (this.#running.size === 0) {
       if (this.#killedFor === undefined) this.#log.warn({ sandboxPid: this.#child.pid, code: exit.code, signal: exit.signal, stderr: exit.stderr.slice(-500) }, 'an idle sandbox process died');
       return;
@@ -328,6 +364,7 @@ export class SandboxProcess {
     if (this.#running.size === 0) {
       clearInterval(this.#cpuPoll);
       this.#cpuPoll = undefined;
+      this.#liveness.stop();
     }
   }
 }
@@ -336,12 +373,20 @@ function reasonOf(reason: unknown): string {
   return reason instanceof Error ? reason.message : String(reason);
 }
 
-/** unshare --fork runs node as its child; CPU time must be read from that process. */
+/**
+ * The sandboxed Node process, whose CPU time is read: the last of the chain
+ * the worker spawned (`unshare --fork` runs node as its child; bubblewrap
+ * runs an init of its own and node below it), each link with one child.
+ */
 function findNodePid(pid: number | undefined): number | undefined {
   if (pid === undefined) return undefined;
   try {
-    const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
-    return children.length === 1 ? Number(children[0]) : pid;
+    let current = pid;
+    for (;;) {
+      const children = readFileSync(`/proc/${current}/task/${current}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
+      if (children.length !== 1) return current;
+      current = Number(children[0]);
+    }
   } catch {
     return undefined;
   }

@@ -1,6 +1,6 @@
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { ConfigInvalidError, parseToolDefinition, type Tier, type Tool, type ToolExecutor } from '@forge-fleet/shared';
+import { ConfigInvalidError, isFleetError, parseToolDefinition, type Tier, type Tool, type ToolExecutor } from '@forge-fleet/shared';
 
 function looksLikeTool(value: unknown): value is { definition: unknown; executor: ToolExecutor | undefined } {
   return typeof value === 'object' && value !== null && 'definition' in value;
@@ -23,6 +23,8 @@ export async function loadToolsModule(path: string): Promise<Tool[]> {
   try {
     mod = (await import(pathToFileURL(file).href)) as { default?: unknown };
   } catch (error) {
+    // A definition refused as the module ran (defineTool throws INVALID_DEFINITION) keeps its code and its message.
+    if (isFleetError(error)) throw error;
     throw new ConfigInvalidError('tools module', [`cannot load ${file}: ${error instanceof Error ? error.message : String(error)}`], { cause: error });
   }
   const tools = mod.default;

@@ -41,4 +41,31 @@ describe('agent capability tokens', () => {
     const badRole = await new SignJWT({ role: 'root' }).setProtectedHeader({ alg: 'EdDSA' }).setSubject('a').setAudience('forge-fleet').setExpirationTime('1h').sign(createPrivateKey(keys.privateKeyPem));
     await expect(verifier.verify(badRole)).rejects.toMatchObject({ code: 'UNAUTHENTICATED', message: expect.stringMatching(/role/) as string });
   });
+
+  describe('clock skew', () => {
+    const signed = (times: { iat?: number; nbf?: number }) => {
+      const now = Math.floor(Date.now() / 1000);
+      const jwt = new SignJWT({}).setProtectedHeader({ alg: 'EdDSA' }).setSubject('a').setAudience('forge-fleet').setExpirationTime(now + 400 * 24 * 3600);
+      if (times.iat !== undefined) jwt.setIssuedAt(now + times.iat);
+      if (times.nbf !== undefined) jwt.setNotBefore(now + times.nbf);
+      return jwt.sign(createPrivateKey(keys.privateKeyPem));
+    };
+
+    it('refuses a token issued (iat) or valid (nbf) beyond the allowed skew in the future, saying so', async () => {
+      await expect(verifier.verify(await signed({ iat: 365 * 24 * 3600 }))).rejects.toMatchObject({ code: 'UNAUTHENTICATED', message: expect.stringMatching(/issued in the future.*60 s of clock skew/) as string });
+      await expect(verifier.verify(await signed({ iat: 120 }))).rejects.toMatchObject({ code: 'UNAUTHENTICATED' });
+      await expect(verifier.verify(await signed({ nbf: 3600 }))).rejects.toMatchObject({ code: 'UNAUTHENTICATED', message: expect.stringMatching(/not valid yet/) as string });
+    });
+
+    it('accepts iat and nbf within the skew, which is an option', async () => {
+      await expect(verifier.verify(await signed({ iat: 30, nbf: 30 }))).resolves.toMatchObject({ sub: 'a' });
+      const strict = new TokenVerifier(keys.publicKeyPem, { clockSkewSeconds: 0 });
+      await expect(strict.verify(await signed({ iat: 30 }))).rejects.toMatchObject({ code: 'UNAUTHENTICATED' });
+    });
+
+    it('does not stretch exp by the skew', async () => {
+      const expired = await mintToken(keys.privateKeyPem, { subject: 'a', expiresInSeconds: -10 });
+      await expect(new TokenVerifier(keys.publicKeyPem).verify(expired)).rejects.toMatchObject({ message: expect.stringMatching(/expired/) as string });
+    });
+  });
 });

@@ -67,9 +67,18 @@ export async function mintToken(privateKeyPem: string | KeyObject, options: Mint
     .sign(key);
 }
 
+/**
+ * How far ahead of this machine's clock a token's `iat` (issued at) and `nbf`
+ * (not before) may be: clocks of the minting and the verifying machine drift a little.
+ */
+export const DEFAULT_CLOCK_SKEW_SECONDS = 60;
+
 /** Why jose refused a token, in words that say what to do. */
-function refusal(error: unknown): string {
+function refusal(error: unknown, skewSeconds: number): string {
   if (error instanceof joseErrors.JWTExpired) return 'the token has expired; mint a new one';
+  if (error instanceof joseErrors.JWTClaimValidationFailed && error.claim === 'nbf') {
+    return `the token is not valid yet (its "nbf" claim is more than ${skewSeconds} s ahead of this dispatcher's clock); check the clock of the machine that minted it, or wait until it is valid`;
+  }
   if (error instanceof joseErrors.JWTClaimValidationFailed) return `the token's "${error.claim}" claim is not valid here (${error.reason}); mint one for this fleet`;
   if (error instanceof joseErrors.JWSSignatureVerificationFailed) return 'the token signature does not verify; it was not minted with this fleet\'s key';
   if (error instanceof joseErrors.JOSEAlgNotAllowed) return 'the token must be signed with EdDSA';
@@ -86,11 +95,16 @@ export class TokenVerifier {
   readonly #audience: string;
   readonly #cache = new Map<string, TokenClaims>();
   readonly #cacheSize: number;
+  readonly #skewSeconds: number;
 
-  constructor(publicKeyPem: string | KeyObject, options: { audience?: string; cacheSize?: number } = {}) {
+  /**
+   * @param options.clockSkewSeconds how far ahead of this clock `iat` and `nbf` may be; `exp` is never stretched. @defaultValue {@link DEFAULT_CLOCK_SKEW_SECONDS}
+   */
+  constructor(publicKeyPem: string | KeyObject, options: { audience?: string; cacheSize?: number; clockSkewSeconds?: number } = {}) {
     this.#key = typeof publicKeyPem === 'string' ? createPublicKey(publicKeyPem) : publicKeyPem;
     this.#audience = options.audience ?? DEFAULT_TOKEN_AUDIENCE;
     this.#cacheSize = options.cacheSize ?? 10_000;
+    this.#skewSeconds = options.clockSkewSeconds ?? DEFAULT_CLOCK_SKEW_SECONDS;
   }
 
   /** @throws UnauthenticatedError saying why the token is refused. */
@@ -103,12 +117,19 @@ export class TokenVerifier {
     }
     let payload: unknown;
     try {
-      ({ payload } = await jwtVerify(token, this.#key, { audience: this.#audience, algorithms: ['EdDSA'], requiredClaims: ['sub', 'exp'], currentDate: new Date(now) }));
+      // jose's tolerance covers `nbf` (and `exp`, which is checked strictly below, as for cached tokens).
+      ({ payload } = await jwtVerify(token, this.#key, { audience: this.#audience, algorithms: ['EdDSA'], requiredClaims: ['sub', 'exp'], currentDate: new Date(now), clockTolerance: this.#skewSeconds }));
     } catch (error) {
-      throw new UnauthenticatedError(refusal(error));
+      throw new UnauthenticatedError(refusal(error, this.#skewSeconds));
     }
     const claims = TokenClaims.safeParse(payload);
     if (!claims.success) throw new UnauthenticatedError(`the token's claims are invalid: ${claims.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+    if (claims.data.exp * 1000 <= now) throw new UnauthenticatedError('the token has expired; mint a new one');
+    // jose checks `iat` only against a maximum age; a token minted "in the future" would otherwise live until its `exp`.
+    const ahead = claims.data.iat === undefined ? 0 : claims.data.iat - Math.floor(now / 1000);
+    if (ahead > this.#skewSeconds) {
+      throw new UnauthenticatedError(`the token was issued in the future (its "iat" claim is ${ahead} s ahead of this dispatcher's clock, more than the ${this.#skewSeconds} s of clock skew allowed); check the clock of the machine that minted it and mint a new one`);
+    }
     if (this.#cache.size >= this.#cacheSize) this.#cache.delete(this.#cache.keys().next().value!);
     this.#cache.set(token, claims.data);
     return claims.data;

@@ -51,6 +51,14 @@ export const ERROR_TABLE = freezeRows({
   UNAVAILABLE: { status: 503, retryable: true },
   // Sending the same conflicting submission again meets the same recorded call.
   IDEMPOTENCY_CONFLICT: { status: 409, retryable: false },
+  // The HTTP doors (docs/http-api.md "Connections and requests"): refused before any body is read.
+  HOST_NOT_ALLOWED: { status: 421, retryable: false },
+  ORIGIN_NOT_ALLOWED: { status: 403, retryable: false },
+  URI_TOO_LONG: { status: 414, retryable: false },
+  HEADERS_TOO_LARGE: { status: 431, retryable: false },
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, retryable: false },
+  // A body that arrives too slowly; on a better connection the same request may well get through.
+  REQUEST_TIMEOUT: { status: 408, retryable: true },
 } as const satisfies Record<string, ErrorCodeFacts>);
 
 /** A stable error code: a key of {@link ERROR_TABLE}. */

@@ -35,6 +35,7 @@ import {
   UnavailableError,
 } from './errors.js';
 import { type FleetError, isFleetError } from './fleet-error.js';
+import { HeadersTooLargeError, HostNotAllowedError, OriginNotAllowedError, RequestTimeoutError, UnsupportedMediaTypeError, UriTooLongError } from './http-errors.js';
 import { fromWireError, toWireError, WireError } from './wire.js';
 
 const errorsDoc = (): string => readFileSync(new URL('../../../../docs/errors.md', import.meta.url), 'utf8');
@@ -72,6 +73,12 @@ const samples: Record<Exclude<ErrorCode, never>, FleetError> = {
   NOT_SPECULATABLE: new NotSpeculatableError('pay', 'it is not flagged speculatable'),
   UNAVAILABLE: new UnavailableError('connection refused'),
   IDEMPOTENCY_CONFLICT: new IdempotencyConflictError('c-1', 'arguments'),
+  HOST_NOT_ALLOWED: new HostNotAllowedError('evil.example.com', 'localhost, 127.0.0.1, [::1]'),
+  ORIGIN_NOT_ALLOWED: new OriginNotAllowedError('http://evil.example.com'),
+  URI_TOO_LONG: new UriTooLongError(100),
+  HEADERS_TOO_LARGE: new HeadersTooLargeError(16_384),
+  UNSUPPORTED_MEDIA_TYPE: new UnsupportedMediaTypeError('text/csv', 'send application/json'),
+  REQUEST_TIMEOUT: new RequestTimeoutError('body', 30_000),
 };
 
 describe('error codes', () => {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { compileSchema } from './compile.js';
+import { DRAFT_2020_12 } from './json-schema.js';
 
 function compile(schema: Record<string, unknown>) {
   const compiled = compileSchema(schema);
@@ -46,5 +47,81 @@ describe('compileSchema', () => {
 
   it('admits annotation keywords real tool schemas carry', () => {
     expect(compileSchema({ type: 'object', examples: [{}], 'x-internal': true }).ok).toBe(true);
+  });
+
+  it('compiles a schema with a root $id as often as it is parsed again (the worker re-checks what a tools module defined)', () => {
+    const schema = () => ({ $id: 'https://tools.example/search', type: 'object', properties: { q: { type: 'string' } } });
+    expect(compileSchema(schema()).ok).toBe(true);
+    const again = compileSchema(schema());
+    expect(again.ok && again.validate({ q: 1 })).toHaveLength(1);
+  });
+
+  it('scopes $ids to each schema: two tools (or two versions of one) may share an $id, each keeps its own rules', () => {
+    const v1 = compile({ $id: 'https://tools.example/shared', type: 'object', properties: { n: { type: 'string' } }, $defs: { inner: { $id: 'inner', type: 'string' } } });
+    const v2 = compile({ $id: 'https://tools.example/shared', type: 'object', properties: { n: { type: 'number' } }, $defs: { inner: { $id: 'inner', type: 'number' } } });
+    expect(v1({ n: 'a' })).toEqual([]);
+    expect(v1({ n: 1 })).toHaveLength(1);
+    expect(v2({ n: 1 })).toEqual([]);
+    expect(v2({ n: 'a' })).toHaveLength(1);
+  });
+
+  it("never resolves a $ref to another tool's schema", () => {
+    compile({ $id: 'https://tools.example/victim', type: 'object', properties: { secret: { const: 42 } } });
+    const thief = compileSchema({ type: 'object', properties: { x: { $ref: 'https://tools.example/victim' } } });
+    expect(thief.ok).toBe(false);
+    expect(!thief.ok && thief.problem.reason).toMatch(/can't resolve reference/);
+  });
+
+  it('sees only own properties: inherited names neither satisfy required nor get checked by properties', () => {
+    const validate = compile({ type: 'object', properties: { constructor: { type: 'number' } }, required: ['toString', 'constructor'] });
+    expect(validate({}).map((i) => [i.path, i.keyword])).toEqual([
+      ['/toString', 'required'],
+      ['/constructor', 'required'],
+    ]);
+    expect(validate({ toString: 'x', constructor: 1 })).toEqual([]);
+  });
+
+  // JSON-Schema-Test-Suite, draft2020-12 unevaluatedProperties.json "unevaluatedProperties with $dynamicRef":
+  // valid 2020-12 that ajv cannot evaluate — its validator recurses until the stack overflows, whatever the value.
+  const dynamicRefLoop = {
+    $schema: DRAFT_2020_12,
+    $id: 'https://example.com/unevaluated-properties-with-dynamic-ref/derived',
+    $ref: './baseSchema',
+    $defs: {
+      derived: { $dynamicAnchor: 'addons', properties: { bar: { type: 'string' } } },
+      baseSchema: {
+        $id: './baseSchema',
+        unevaluatedProperties: false,
+        properties: { foo: { type: 'string' } },
+        $dynamicRef: '#addons',
+        $defs: { defaultAddons: { $dynamicAnchor: 'addons' } },
+      },
+    },
+  };
+
+  it('refuses a schema whose validator overflows its stack, pointing at the $dynamicRef to change', () => {
+    const compiled = compileSchema(dynamicRefLoop);
+    expect(compiled.ok).toBe(false);
+    expect(!compiled.ok && compiled.problem.path).toBe('/$defs/baseSchema/$dynamicRef');
+    expect(!compiled.ok && compiled.problem.reason).toMatch(/overflows its stack.*replace a \$dynamicRef with a plain \$ref/);
+  });
+
+  it('refuses a schema whose compilation overflows the stack (ref.json "URN ref with nested pointer ref")', () => {
+    const compiled = compileSchema({
+      $schema: DRAFT_2020_12,
+      $ref: 'urn:uuid:deadbeef-4321-ffff-ffff-1234feebdaed',
+      $defs: { foo: { $id: 'urn:uuid:deadbeef-4321-ffff-ffff-1234feebdaed', $defs: { bar: { type: 'string' } }, $ref: '#/$defs/bar' } },
+    });
+    expect(compiled.ok).toBe(false);
+    expect(!compiled.ok && compiled.problem.reason).toMatch(/overflows its stack compiling it.*\$id scope/);
+  });
+
+  it('answers an issue, never throws, when a value nests deeper than the validator can follow', () => {
+    const validate = compile({ type: 'object', properties: { child: { $ref: '#' } } });
+    let deep: Record<string, unknown> = {};
+    for (let i = 0; i < 100_000; i++) deep = { child: deep };
+    const issues = validate(deep);
+    expect(issues.map((i) => [i.path, i.keyword])).toEqual([['', '$ref']]);
+    expect(issues[0]?.reason).toMatch(/overflowed the validator's stack/);
   });
 });

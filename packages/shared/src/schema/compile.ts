@@ -1,8 +1,10 @@
-import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import { createHash } from 'node:crypto';
+import { Ajv, type ErrorObject, type Options, type ValidateFunction } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import type { SchemaIssue } from '../errors/errors.js';
 import { DRAFT_07, DRAFT_2020_12, type JsonSchema } from './json-schema.js';
+import { firstDynamicRef, probeValues } from './probes.js';
 
 // ajv-formats is CommonJS with a `default` property; under NodeNext the default
 // import is the whole module object, so pick the function out explicitly.
@@ -10,39 +12,63 @@ const addFormats = ((addFormatsModule as unknown as { default?: unknown }).defau
   ajv: Ajv | Ajv2020,
 ) => void;
 
-function makeAjv<T extends Ajv | Ajv2020>(ajv: T): T {
-  addFormats(ajv);
-  return ajv;
-}
+/**
+ * The validator's settings, the same in every process (dispatcher and worker
+ * must agree on every answer):
+ * - `allErrors` lets clients see every problem at once;
+ * - `strict: false` admits the annotation keywords (`examples`, `x-*`) that real tool schemas carry;
+ * - `validateFormats: true`: `format` asserts, in both dialects (a deliberate choice, see docs/schemas.md);
+ * - `ownProperties: true`: `required`, `properties` and friends see only the arguments' own keys, never
+ *   inherited ones (`{}` does not have a `constructor` or a `toString`);
+ * - `logger: false`: ajv's warnings (unknown formats, keywords beside a draft-07 `$ref`) would go to the
+ *   console, outside the structured log; what they warn about is in docs/schemas.md.
+ */
+const OPTIONS = { allErrors: true, strict: false, validateFormats: true, ownProperties: true, logger: false } as const satisfies Options;
 
-// One instance per dialect for the whole process: ajv caches compiled code per
-// instance, and creating instances is far more expensive than compiling.
-// `allErrors` lets clients see every problem at once; `strict: false` admits the
-// annotation keywords (`examples`, `x-*`) that real tool schemas carry.
-const options = { allErrors: true, strict: false, validateFormats: true } as const;
-let ajv2020: Ajv2020 | undefined;
-let ajv07: Ajv | undefined;
+/** The dialects accepted in `$schema` (with or without the trailing `#`). */
+export const SUPPORTED_DIALECTS: readonly string[] = Object.freeze([DRAFT_2020_12, DRAFT_07]);
+
+/**
+ * Most distinct schemas kept compiled besides those of live definitions (which
+ * keep their own validator, see {@link compileSchema}). A dispatcher meets a new
+ * schema each time a tool changes; the oldest ones go first.
+ */
+export const MAX_CACHED_SCHEMAS = 1000;
 
 /** The dialect a schema declares, without the optional trailing `#`; undefined when it declares none (or a non-string). */
 function dialectOf(schema: JsonSchema): string | undefined {
   return typeof schema.$schema === 'string' ? schema.$schema.replace(/#$/, '') : undefined;
 }
 
-function ajvFor(schema: JsonSchema): Ajv | Ajv2020 {
-  const dialect = dialectOf(schema);
-  if (dialect === DRAFT_07) return (ajv07 ??= makeAjv(new Ajv(options)));
-  return (ajv2020 ??= makeAjv(new Ajv2020(options)));
+function newAjv(draft07: boolean, options: Options = {}): Ajv | Ajv2020 {
+  const ajv = draft07 ? new Ajv({ ...OPTIONS, ...options }) : new Ajv2020({ ...OPTIONS, ...options });
+  addFormats(ajv);
+  return ajv;
 }
 
-/** The dialects accepted in `$schema` (with or without the trailing `#`). */
-export const SUPPORTED_DIALECTS: readonly string[] = Object.freeze([DRAFT_2020_12, DRAFT_07]);
+// Schema documents are checked against their meta-schema by one instance per
+// dialect, which compiles nothing else: nothing a tool declares is ever added to it.
+let meta2020: Ajv | Ajv2020 | undefined;
+let meta07: Ajv | Ajv2020 | undefined;
+const metaFor = (draft07: boolean): Ajv | Ajv2020 => (draft07 ? (meta07 ??= newAjv(true)) : (meta2020 ??= newAjv(false)));
 
 /** A compiled schema: call it with a value, get the issues (empty when valid). */
 export type CompiledSchema = (value: unknown) => readonly SchemaIssue[];
 
 // Keyed by the schema object itself: tool definitions are deep-frozen, so the
-// same definition always hands the same object back and compiles exactly once.
-const cache = new WeakMap<object, CompiledSchema>();
+// same definition always hands the same object back and finds its validator
+// without hashing. Held as long as the definition is.
+const byObject = new WeakMap<object, CompiledSchema>();
+// Keyed by the schema's content: a definition parsed again (the worker re-checks
+// what a tools module defined; a dispatcher re-reads the catalog) compiles once.
+// A Map keeps insertion order, so its first key is the least recently used.
+const byContent = new Map<string, CompiledSchema>();
+
+function remember(key: string, validate: CompiledSchema): void {
+  byContent.delete(key);
+  byContent.set(key, validate);
+  if (byContent.size > MAX_CACHED_SCHEMAS) byContent.delete(byContent.keys().next().value as string);
+}
 
 /** A problem found in a schema document itself (not in a value). */
 export interface SchemaDefinitionProblem {
@@ -50,14 +76,48 @@ export interface SchemaDefinitionProblem {
   readonly reason: string;
 }
 
+/** What a refusal says when the validator overflows its stack, naming where the author should look. */
+function unboundedRecursion(schema: JsonSchema, when: 'compiling it' | 'validating a trial value'): SchemaDefinitionProblem {
+  const at = firstDynamicRef(schema);
+  const where = at === undefined ? 'its $ref chain (refs that lead back to themselves through changing $id base URIs)' : `the $dynamicRef at '${at}'`;
+  return {
+    path: at ?? '',
+    reason:
+      `the validator overflows its stack ${when}: this schema recurses without bound in the validator (ajv) the fleet uses; ` +
+      `change ${where} — replace a $dynamicRef with a plain $ref to the schema it should reach, and give refs targets inside one $id scope (see docs/schemas.md)`,
+  };
+}
+
+/** The one issue a call gets when validating its value overflowed the stack anyway (see docs/schemas.md). */
+const STACK_ISSUE: SchemaIssue = Object.freeze({
+  path: '',
+  reason:
+    "could not be checked: validating it overflowed the validator's stack (the value nests too deeply for a recursive schema, " +
+    'or the schema recurses without bound); send a less deeply nested value, or ask the schema\'s author to bound its recursion',
+  keyword: '$ref',
+});
+
 /**
- * Checks that `schema` is a valid JSON Schema in a supported dialect and
- * compiles it. Returns the problem instead of throwing so callers can name
- * the tool and the field in their own error.
+ * Checks that `schema` is a valid JSON Schema in a supported dialect, compiles
+ * it and tries it on a few values. Returns the problem instead of throwing so
+ * callers can name the tool and the field in their own error.
+ *
+ * Each schema is compiled by an ajv instance of its own: its `$id`s (and those
+ * of its subschemas) are scoped to it, so two tools may share an `$id`, a new
+ * version of a tool may keep its `$id`, and no schema can `$ref` another tool's.
+ * A validator that still overflows its stack at call time answers an issue
+ * (never throws), so every caller turns it into a typed, non-retryable error.
  */
 export function compileSchema(schema: JsonSchema): { ok: true; validate: CompiledSchema } | { ok: false; problem: SchemaDefinitionProblem } {
-  const cached = cache.get(schema);
+  const cached = byObject.get(schema);
   if (cached) return { ok: true, validate: cached };
+  const key = createHash('sha256').update(JSON.stringify(schema)).digest('base64url');
+  const known = byContent.get(key);
+  if (known) {
+    remember(key, known);
+    byObject.set(schema, known);
+    return { ok: true, validate: known };
+  }
 
   if (schema.$schema !== undefined) {
     const dialect = dialectOf(schema);
@@ -68,9 +128,10 @@ export function compileSchema(schema: JsonSchema): { ok: true; validate: Compile
       };
     }
   }
-  const ajv = ajvFor(schema);
-  if (!ajv.validateSchema(schema)) {
-    const first = ajv.errors?.[0];
+  const draft07 = dialectOf(schema) === DRAFT_07;
+  const meta = metaFor(draft07);
+  if (!meta.validateSchema(schema)) {
+    const first = meta.errors?.[0];
     return {
       ok: false,
       problem: { path: first?.instancePath ?? '', reason: first ? `${first.message ?? 'is invalid'} (JSON Schema keyword '${first.keyword}')` : 'not a valid JSON Schema' },
@@ -78,12 +139,30 @@ export function compileSchema(schema: JsonSchema): { ok: true; validate: Compile
   }
   let fn: ValidateFunction;
   try {
-    fn = ajv.compile(schema);
+    // Checked against the meta-schema just above: the instance need not compile the meta-schema again.
+    fn = newAjv(draft07, { validateSchema: false }).compile(schema);
   } catch (err) {
+    if (err instanceof RangeError) return { ok: false, problem: unboundedRecursion(schema, 'compiling it') };
     return { ok: false, problem: { path: '', reason: err instanceof Error ? err.message : String(err) } };
   }
-  const validate: CompiledSchema = (value) => (fn(value) ? [] : toIssues(fn.errors ?? []));
-  cache.set(schema, validate);
+  for (const value of probeValues(schema)) {
+    try {
+      fn(value);
+    } catch (err) {
+      if (err instanceof RangeError) return { ok: false, problem: unboundedRecursion(schema, 'validating a trial value') };
+      return { ok: false, problem: { path: '', reason: `the compiled validator fails on a trial value: ${err instanceof Error ? err.message : String(err)}` } };
+    }
+  }
+  const validate: CompiledSchema = (value) => {
+    try {
+      return fn(value) ? [] : toIssues(fn.errors ?? []);
+    } catch (err) {
+      if (err instanceof RangeError) return [STACK_ISSUE];
+      throw err;
+    }
+  };
+  remember(key, validate);
+  byObject.set(schema, validate);
   return { ok: true, validate };
 }
 

@@ -3,6 +3,7 @@ import { ErrorCode } from '../errors/codes.js';
 import { type FleetError, isFleetError } from '../errors/fleet-error.js';
 import type { ToolCall } from './call.js';
 import { FnToolExecutor, type ToolContext } from './executor.js';
+import { parseToolDefinition } from './definition.js';
 import { defineTool, ToolBuilder } from './tool.js';
 
 function catchError(fn: () => unknown): FleetError {
@@ -150,6 +151,15 @@ describe('defineTool', () => {
     expect(error.details).toMatchObject({ expected: 'host', actual: 'platform' });
   });
 
+  it('keeps a sandboxed tool\'s sandboxIsolation and refuses it on host tools, where nothing is sandboxed', () => {
+    expect(defineTool({ name: 'u', tier: 'platform', sandboxIsolation: 'call' }).definition.sandboxIsolation).toBe('call');
+    expect(defineTool({ name: 'v', tier: 'embedded' }).definition.sandboxIsolation).toBeUndefined();
+    expect(catchError(() => defineTool({ name: 'w', tier: 'platform', sandboxIsolation: 'process' as 'call' })).details.path).toBe('/sandboxIsolation');
+    const onHost = catchError(() => defineTool({ name: 'h', tier: 'host', sandboxIsolation: 'call' }));
+    expect(onHost.code).toBe(ErrorCode.INVALID_DEFINITION);
+    expect(onHost.details.path).toBe('/sandboxIsolation');
+  });
+
   it('rejects pool names that cannot name a queue', () => {
     expect(catchError(() => defineTool({ name: 'p', pool: 'a:b' })).details.path).toBe('/pool');
   });
@@ -169,5 +179,33 @@ describe('defineTool', () => {
   it('refuses a handler and an executor together', () => {
     const error = catchError(() => defineTool({ name: 'h', handler: () => '', executor: new FnToolExecutor('h', () => '') }));
     expect(error.code).toBe(ErrorCode.REGISTRY_ERROR);
+  });
+});
+
+describe('parseToolDefinition and schemas', () => {
+  // JSON-Schema-Test-Suite, draft2020-12 dynamicRef.json "$dynamicRef avoids the root of each schema, but scopes are
+  // still registered", made a tool's parameters: valid 2020-12 whose validator (ajv) recurses until the stack overflows.
+  const overflowing = {
+    $schema: 'https://json-schema.org/draft/2020-12/schema',
+    $id: 'https://test.json-schema.org/dynamic-ref-avoids-root-of-each-schema/base',
+    type: 'object',
+    $ref: 'first#/$defs/stuff',
+    $defs: {
+      first: { $id: 'first', $defs: { stuff: { $ref: 'second#/$defs/stuff' }, length: { maxLength: 1 } } },
+      second: { $id: 'second', $defs: { stuff: { $ref: 'third#/$defs/stuff' }, length: { $dynamicAnchor: 'length', maxLength: 2 } } },
+      third: { $id: 'third', $defs: { stuff: { $dynamicRef: '#length' }, length: { $dynamicAnchor: 'length', maxLength: 3 } } },
+    },
+  };
+
+  it('refuses at definition a schema whose validator overflows its stack, saying what in it to change', () => {
+    const error = catchError(() => defineTool({ name: 'loops', parameters: overflowing, handler: () => 'never' }));
+    expect(error.code).toBe(ErrorCode.INVALID_DEFINITION);
+    expect(error.message).toMatch(/'\/parameters\/\$defs\/third\/\$defs\/stuff\/\$dynamicRef'.*overflows its stack.*replace a \$dynamicRef with a plain \$ref/);
+  });
+
+  it('parses a tool whose parameters have a root $id again and again (the worker re-checks each definition a module made)', () => {
+    const tool = defineTool({ name: 'with_id', parameters: { $id: 'https://tools.example/with_id', type: 'object', properties: { q: { type: 'string' } } }, handler: () => 'ok' });
+    const again = parseToolDefinition(JSON.parse(JSON.stringify(tool.definition)), { strict: false });
+    expect(again.parameters.$id).toBe('https://tools.example/with_id');
   });
 });

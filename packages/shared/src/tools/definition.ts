@@ -9,6 +9,15 @@ import { ToolName } from './call.js';
 export const PoolName = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1-64 characters of letters, digits, "_" or "-"');
 export type PoolName = z.infer<typeof PoolName>;
 
+/**
+ * Who a sandbox process may serve (docs/sandbox.md, "Who shares a process").
+ * `caller`: calls of one caller (token subject) only, for the process's life;
+ * `call`: exactly one call, after which the process is killed — for tools that
+ * run untrusted code, where even one caller's calls must not see each other.
+ */
+export const ProcessIsolation = z.enum(['caller', 'call']);
+export type ProcessIsolation = z.infer<typeof ProcessIsolation>;
+
 /** Longest timeout a tool may declare: one day. Longer work belongs in a workflow engine. */
 export const MAX_TIMEOUT_MS = 24 * 60 * 60 * 1000;
 
@@ -32,6 +41,13 @@ const fields = {
   timeoutMs: z.number().int().positive().max(MAX_TIMEOUT_MS).optional(),
   /** Host tools only: the host worker pool that serves this tool. */
   pool: PoolName.optional(),
+  /**
+   * Platform and Embedded tools only: `call` runs each call of this tool in a
+   * sandbox process of its own, killed after it. A tool can only tighten the
+   * worker's `--sandbox-isolation`, never loosen it.
+   * @defaultValue the worker's `--sandbox-isolation` (`caller` unless set)
+   */
+  sandboxIsolation: ProcessIsolation.optional(),
 };
 
 /**
@@ -57,6 +73,26 @@ function deepFreeze<T>(value: T): T {
     for (const v of Object.values(value)) deepFreeze(v);
   }
   return value;
+}
+
+/**
+ * Compiles a definition's schemas (a cache hit once they compiled anywhere in
+ * this process) and tries each validator, so what cannot be compiled and run
+ * safely — a schema ajv cannot resolve, or one whose validator overflows its
+ * stack — is refused when the tool is defined, not at its first call. The one
+ * check of both schemas: {@link parseToolDefinition} and the registry use it.
+ *
+ * @throws InvalidDefinitionError with the JSON Pointer of the offending part of the schema and what to change.
+ */
+export function assertSchemasCompile(def: Pick<ToolDefinition, 'name' | 'parameters'> & { readonly outputSchema?: JsonSchema | undefined }): void {
+  for (const key of ['parameters', 'outputSchema'] as const) {
+    const schema = def[key];
+    if (schema === undefined) continue;
+    const compiled = compileSchema(schema);
+    if (!compiled.ok) {
+      throw new InvalidDefinitionError({ toolName: def.name, path: `/${key}${compiled.problem.path}`, reason: compiled.problem.reason });
+    }
+  }
 }
 
 /**
@@ -90,20 +126,20 @@ export function parseToolDefinition(input: unknown, options: { strict?: boolean 
       reason: `the parameters schema must describe a JSON object (type: "object"), got ${JSON.stringify(def.parameters.type ?? null)}; tool arguments are always an object`,
     });
   }
-  for (const key of ['parameters', 'outputSchema'] as const) {
-    const schema = def[key];
-    if (schema === undefined) continue;
-    const compiled = compileSchema(deepFreeze(schema));
-    if (!compiled.ok) {
-      throw new InvalidDefinitionError({ toolName: def.name, path: `/${key}${compiled.problem.path}`, reason: compiled.problem.reason });
-    }
-  }
+  assertSchemasCompile({ name: def.name, parameters: deepFreeze(def.parameters), outputSchema: def.outputSchema === undefined ? undefined : deepFreeze(def.outputSchema) });
   if (def.pool !== undefined && def.tier !== 'host') {
     throw new InvalidTierError({
       toolName: def.name,
       expected: 'host',
       actual: def.tier,
       hint: `only host-tier tools run on named worker pools; remove pool "${def.pool}" or set tier: "host"`,
+    });
+  }
+  if (def.sandboxIsolation !== undefined && def.tier === 'host') {
+    throw new InvalidDefinitionError({
+      toolName: def.name,
+      path: '/sandboxIsolation',
+      reason: 'host-tier tools never run in a sandbox (their isolation is a node of their own); remove sandboxIsolation or choose tier "platform"',
     });
   }
   return deepFreeze(def);

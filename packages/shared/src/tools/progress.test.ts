@@ -50,15 +50,28 @@ describe('ProgressThrottle', () => {
     expect(sent).toEqual([1, 3, 4]);
   });
 
-  it('drops what is pending when closed', () => {
+  it('sends the pending report at once when closed (the last report before the result), and nothing after', () => {
+    vi.useFakeTimers();
+    const sent: number[] = [];
+    const throttle = new ProgressThrottle(100, (p) => sent.push(p.progress));
+    throttle.push(at(0));
+    throttle.push(at(50));
+    throttle.push(at(100));
+    throttle.close();
+    expect(sent).toEqual([0, 100]);
+    vi.advanceTimersByTime(1000);
+    throttle.push(at(3));
+    throttle.close();
+    expect(sent).toEqual([0, 100]);
+  });
+
+  it('sends nothing more when closed with nothing pending', () => {
     vi.useFakeTimers();
     const sent: number[] = [];
     const throttle = new ProgressThrottle(100, (p) => sent.push(p.progress));
     throttle.push(at(1));
-    throttle.push(at(2));
+    vi.advanceTimersByTime(500);
     throttle.close();
-    vi.advanceTimersByTime(1000);
-    throttle.push(at(3));
     expect(sent).toEqual([1]);
   });
 });

@@ -53,7 +53,9 @@ export function progressOf(update: ProgressUpdate, at = Date.now()): CallProgres
  * report in a tight loop, and each report that leaves the worker costs Redis
  * writes and a message to every waiting dispatcher. The first report goes at
  * once, later ones wait for the interval and only the newest is kept.
- * {@link ProgressThrottle.close} drops what is pending (the result follows).
+ * {@link ProgressThrottle.close} sends what is pending at once: the last
+ * report before the result always leaves (a fast tool's last report is the
+ * one most likely to be waiting), and nothing leaves after it.
  */
 export class ProgressThrottle {
   #pending: CallProgress | undefined;
@@ -82,11 +84,15 @@ export class ProgressThrottle {
     }, Math.max(0, wait));
   }
 
+  /** Sends the pending report, if any, now; later pushes are ignored. Call it before the result goes out. */
   close(): void {
+    if (this.#closed) return;
     this.#closed = true;
-    this.#pending = undefined;
     if (this.#timer !== undefined) clearTimeout(this.#timer);
     this.#timer = undefined;
+    const last = this.#pending;
+    this.#pending = undefined;
+    if (last !== undefined) this.#emit(last);
   }
 
   #emit(progress: CallProgress): void {

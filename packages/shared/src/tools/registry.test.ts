@@ -115,4 +115,16 @@ describe('ToolRegistry', () => {
       expect((error as Error).message).toContain('clock');
     }
   });
+
+  it('refuses a hand-built definition whose schema cannot be run safely, with INVALID_DEFINITION', () => {
+    const good = tool('hand_built');
+    // JSON-Schema-Test-Suite, draft2020-12 ref.json "URN ref with nested pointer ref": ajv overflows its stack compiling it.
+    const urn = 'urn:uuid:deadbeef-4321-ffff-ffff-1234feebdaed';
+    const parameters = { type: 'object', $ref: urn, $defs: { foo: { $id: urn, $defs: { bar: { type: 'string' } }, $ref: '#/$defs/bar' } } };
+    const handBuilt: Tool = { definition: { ...good.definition, parameters }, executor: good.executor };
+    const registry = new ToolRegistry();
+    expect(() => registry.register(handBuilt)).toThrow(/overflows its stack compiling it/);
+    expect(codeOf(() => registry.register(handBuilt))).toBe(ErrorCode.INVALID_DEFINITION);
+    expect(registry.has('hand_built')).toBe(false);
+  });
 });

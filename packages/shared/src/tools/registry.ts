@@ -1,5 +1,5 @@
 import { RegistryError, ToolNotFoundError } from '../errors/errors.js';
-import type { ToolDefinition } from './definition.js';
+import { assertSchemasCompile, type ToolDefinition } from './definition.js';
 import type { ToolExecutor } from './executor.js';
 import { assertExecutorMatches, type Tool } from './tool.js';
 
@@ -23,10 +23,12 @@ export class ToolRegistry {
   /**
    * Adds a tool.
    * @throws RegistryError when the name is taken, the tool has no executor, or the registry is frozen.
+   * @throws InvalidDefinitionError when a schema of the tool cannot be compiled and run safely (a definition built by hand, not by `defineTool`).
    */
   register(tool: Tool): this {
     const name = tool.definition.name;
     this.#assertOpen(`register tool '${name}'`);
+    assertSchemasCompile(tool.definition);
     if (this.#tools.has(name)) {
       throw new RegistryError(`a tool named '${name}' is already registered; give the new tool another name or remove the old one first`, { toolName: name });
     }

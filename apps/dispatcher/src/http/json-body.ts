@@ -1,0 +1,63 @@
+import { BadRequestError } from '@forge-fleet/shared';
+import type { FastifyInstance } from 'fastify';
+
+/**
+ * Where `value` holds a key that can reach `Object.prototype` once merged into
+ * another object — `__proto__` anywhere, or `constructor` holding `prototype`
+ * (what secure-json-parse refuses) — as a path, or `undefined`. A loop rather
+ * than recursion: bodies may nest deeper than the stack goes.
+ */
+export function prototypeKeyPath(value: unknown): { key: string; path: string } | undefined {
+  const stack: { value: unknown; path: string }[] = [{ value, path: '' }];
+  for (let item = stack.pop(); item !== undefined; item = stack.pop()) {
+    const v = item.value;
+    if (typeof v !== 'object' || v === null) continue;
+    if (Array.isArray(v)) {
+      for (let i = 0; i < v.length; i++) stack.push({ value: v[i], path: `${item.path}[${i}]` });
+      continue;
+    }
+    for (const key of Object.keys(v)) {
+      const path = item.path === '' ? key : `${item.path}.${key}`;
+      const child = (v as Record<string, unknown>)[key];
+      if (key === '__proto__') return { key, path };
+      if (key === 'constructor' && typeof child === 'object' && child !== null && Object.hasOwn(child, 'prototype')) return { key: 'constructor.prototype', path: `${path}.prototype` };
+      stack.push({ value: child, path });
+    }
+  }
+  return undefined;
+}
+
+/** Text that may hold a prototype key (an escape can spell one): only such bodies are walked. */
+const MAYBE_PROTOTYPE_KEY = /proto|constructor|\\u/;
+
+/**
+ * Parses JSON request bodies. `JSON.parse` itself never touches a prototype (it
+ * defines `__proto__` as an own key); what is done with such a key is decided here:
+ *
+ * - `refuse` (every route but the call routes): the body is refused with 400
+ *   BAD_REQUEST naming the key and where it is;
+ * - `keep` (the call routes): the keys stay, and each call is refused on its own
+ *   by the call service's argument check, with the same answer on every entrance
+ *   (a batch's other calls run).
+ *
+ */
+export function jsonBodies(app: FastifyInstance, prototypeKeys: 'refuse' | 'keep'): void {
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, text, done) => {
+    const body = text as string;
+    if (body.length === 0) return done(new BadRequestError("the body is empty; send a JSON document (or no content-type header with no body)"), undefined);
+    let value: unknown;
+    try {
+      value = JSON.parse(body);
+    } catch (error) {
+      return done(new BadRequestError(`the body is not valid JSON (${error instanceof Error ? error.message : String(error)})`), undefined);
+    }
+    if (prototypeKeys === 'refuse' && MAYBE_PROTOTYPE_KEY.test(body)) {
+      const found = prototypeKeyPath(value);
+      if (found !== undefined) {
+        return done(new BadRequestError(`the key '${found.key}' (at '${found.path}') is refused anywhere in a body: merged into an object it can reach Object.prototype; rename the field`, { key: found.key }), undefined);
+      }
+    }
+    done(null, value);
+  });
+}
