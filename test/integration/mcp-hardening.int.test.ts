@@ -138,6 +138,28 @@ describe('/mcp refuses what does not fit with the JSON-RPC error the spec names'
     expectOneLine(answer.body?.error?.message, /./);
   });
 
+  it.each([
+    ['`__proto__`', '{"text": "hi", "__proto__": {"polluted": true}}'],
+    ['`constructor.prototype`', '{"text": "hi", "constructor": {"prototype": {"polluted": true}}}'],
+    ['a nested `__proto__`', '{"deep": [{"__proto__": {"polluted": true}}]}'],
+  ])('answers a tools/call whose arguments hold %s as POST /v1/calls does: BAD_REQUEST naming the key, and nothing runs', async (_what, args) => {
+    const viaMcp = await post(`{"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "echo", "arguments": ${args}}}`);
+    const viaHttp = await fetch(`${dispatcher.url}/v1/calls`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+      body: `{"name": "echo", "arguments": ${args}}`,
+    });
+    const httpError = ((await viaHttp.json()) as { error: { code: string; message: string } }).error;
+    expect(viaHttp.status).toBe(400);
+    expect(httpError.code).toBe('BAD_REQUEST');
+    expect(viaMcp.status).toBe(200);
+    const result = (viaMcp.body as unknown as { id: unknown; result: { isError: boolean; content: Array<{ text: string }>; structuredContent?: { error?: { code: string; message: string } } } }).result;
+    expect((viaMcp.body as unknown as { id: unknown }).id).toBe(9);
+    expect(result.isError).toBe(true);
+    expect(result.content[0]?.text).toContain(httpError.message);
+    expect(({} as Record<string, unknown>)['polluted']).toBeUndefined();
+  });
+
   it('refuses any batch from a client that speaks MCP 2025-06-18 or later (batching was removed), and serves one from a 2025-03-26 client', async () => {
     const batch = JSON.stringify([JSON.parse(request('ping', undefined, 1)), JSON.parse(request('ping', undefined, 2))]);
     for (const version of ['2025-06-18', '2025-11-25']) {

@@ -120,10 +120,10 @@ describe('the ACL generator', () => {
     expect(matches(byRole.get('audit'), keys.audit)).toBe(true);
     expect(matches(byRole.get('audit'), keys.auditInbox('host.gpu'))).toBe(true);
     // A lane's execution records (the replay barrier): its own workers only.
-    expect(matches(worker, keys.executions('platform', 'm'))).toBe(true);
-    expect(matches(worker, keys.executions('host', 'm'))).toBe(false);
-    expect(matches(byRole.get('worker-host'), keys.executions(`host.${pools[0]!}`, 'm'))).toBe(false);
-    expect(matches(byRole.get('dispatcher'), keys.executions('platform', 'm'))).toBe(false);
+    expect(matches(worker, keys.executions('platform', 'c1', 'm'))).toBe(true);
+    expect(matches(worker, keys.executions('host', 'c1', 'm'))).toBe(false);
+    expect(matches(byRole.get('worker-host'), keys.executions(`host.${pools[0]!}`, 'c1', 'm'))).toBe(false);
+    expect(matches(byRole.get('dispatcher'), keys.executions('platform', 'c1', 'm'))).toBe(false);
     expect(matches(worker, `${prefix}:${queueName(prefix, 'host')}:wait`)).toBe(false);
     expect(worker?.channels).toEqual(expect.arrayContaining([keys.cancelChannel('platform'), keys.catalogChannel]));
     expect(worker?.channels).not.toContain(keys.cancelChannel('host'));

@@ -256,7 +256,7 @@ describe('item 5: a genuine call cannot be replayed with the dispatcher’s Redi
 
   it('leaves the dispatcher’s user no access to the executions the workers record', async () => {
     const attacker = acl.connect('dispatcher');
-    const ledger = keys.executions('host', 'x');
+    const ledger = keys.executions('host', 'x', 'm');
     await expect(attacker.del(ledger)).rejects.toThrow(/NOPERM/);
     await expect(attacker.hset(ledger, 'a', '1')).rejects.toThrow(/NOPERM/);
     await expect(attacker.hgetall(ledger)).rejects.toThrow(/NOPERM/);

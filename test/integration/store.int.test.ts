@@ -62,11 +62,32 @@ describe('CallStore (Lua transitions on a real Redis)', () => {
     expect(await redis.exists(keys.call(L, id))).toBe(0);
   });
 
+  it('counts each run of an envelope on its execution record in the start step: a resent claim once, a skipped start not at all', async () => {
+    const id = randomUUID();
+    await create(id);
+    const keepUntil = Date.now() + 60_000;
+    const claim = (runId: string) => ({ mac: 'mac-1', runId, keepUntil });
+    expect(await store.start(L, id, 'w1', '', claim('w1:a'))).toEqual({ outcome: 'started', starts: 1, runs: 1 });
+    // The same run sent again (its answer lost in an outage): counted once.
+    expect(await store.start(L, id, 'w1', '', claim('w1:a'))).toMatchObject({ outcome: 'redelivered', runs: 1 });
+    // The record set back to queued (what a dispatcher's user can do) and the job sent again: a second run.
+    await redis.hset(keys.call(L, id), 'status', 'queued');
+    expect(await store.start(L, id, 'w2', '', claim('w2:b'))).toMatchObject({ outcome: 'started', runs: 2 });
+    // A finished call is not taken, and its envelope's count stays.
+    await redis.hset(keys.call(L, id), 'status', 'completed');
+    expect(await store.start(L, id, 'w3', '', claim('w3:c'))).toEqual({ outcome: 'final', starts: 0, runs: 0 });
+    expect(await redis.hlen(keys.executions(L, id, 'mac-1'))).toBe(2);
+    expect(Math.abs((await redis.pexpiretime(keys.executions(L, id, 'mac-1'))) - Math.ceil(keepUntil))).toBeLessThanOrEqual(1);
+    // Another envelope of the same call (a new submission's) counts on its own.
+    await redis.hset(keys.call(L, id), 'status', 'queued');
+    expect(await store.start(L, id, 'w4', '', { mac: 'mac-2', runId: 'w4:d', keepUntil })).toMatchObject({ outcome: 'started', runs: 1 });
+  });
+
   it('starts a queued call, and reports a second start as a redelivery', async () => {
     const id = randomUUID();
     await create(id);
-    expect(await store.start(L, id, 'w1')).toEqual({ outcome: 'started', starts: 1 });
-    expect(await store.start(L, id, 'w2')).toEqual({ outcome: 'redelivered', starts: 2 });
+    expect(await store.start(L, id, 'w1')).toEqual({ outcome: 'started', starts: 1, runs: 0 });
+    expect(await store.start(L, id, 'w2')).toEqual({ outcome: 'redelivered', starts: 2, runs: 0 });
     expect((await store.get(id))?.status).toBe('running');
   });
 
@@ -115,7 +136,7 @@ describe('CallStore (Lua transitions on a real Redis)', () => {
     await create(id);
     await store.start(L, id, 'w');
     expect(await store.requeue(L, id)).toBe(true);
-    expect(await store.start(L, id, 'w')).toEqual({ outcome: 'started', starts: 2 });
+    expect(await store.start(L, id, 'w')).toEqual({ outcome: 'started', starts: 2, runs: 0 });
   });
 
   it('keeps progress only from the worker running the call, names who to tell, and clears it for a retry', async () => {
@@ -145,7 +166,7 @@ describe('CallStore (Lua transitions on a real Redis)', () => {
     await create(id, { token: 'first' });
     expect((await store.start(L, id, 'w', 'second')).outcome).toBe('superseded');
     expect((await store.get(id))?.status).toBe('queued');
-    expect(await store.start(L, id, 'w', 'first')).toEqual({ outcome: 'started', starts: 1 });
+    expect(await store.start(L, id, 'w', 'first')).toEqual({ outcome: 'started', starts: 1, runs: 0 });
   });
 
   it('pushes the submitter\'s reply in the ending step, and tells the others once each', async () => {
@@ -200,8 +221,8 @@ describe('CallStore (Lua transitions on a real Redis)', () => {
 
       const started = await Promise.allSettled([...ids, missing, broken].map((id) => batched.start(L, id, 'w1')));
       expect(runs).toHaveBeenCalledTimes(1);
-      expect(started.slice(0, ids.length)).toEqual(ids.map(() => ({ status: 'fulfilled', value: { outcome: 'started', starts: 1 } })));
-      expect(started[ids.length]).toEqual({ status: 'fulfilled', value: { outcome: 'missing', starts: 0 } });
+      expect(started.slice(0, ids.length)).toEqual(ids.map(() => ({ status: 'fulfilled', value: { outcome: 'started', starts: 1, runs: 0 } })));
+      expect(started[ids.length]).toEqual({ status: 'fulfilled', value: { outcome: 'missing', starts: 0, runs: 0 } });
       const refused = started[ids.length + 1];
       expect(refused?.status).toBe('rejected');
       expect(refused?.status === 'rejected' && String(refused.reason)).toContain('WRONGTYPE');

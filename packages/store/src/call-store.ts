@@ -40,6 +40,16 @@ export interface CallRecord {
 /** What a worker may do with a call it took from the queue. */
 export type StartOutcome = 'started' | 'redelivered' | 'missing' | 'superseded' | 'final' | 'not_approved' | 'cancelled' | 'expired';
 
+/** A run to count on its envelope's execution record as the call is taken (see CallStore.start). */
+export interface RunClaim {
+  /** The envelope's signature MAC: what names the envelope. */
+  readonly mac: string;
+  /** This run's own id, so a start resent through an outage counts it once. */
+  readonly runId: string;
+  /** When the record may go (epoch ms): past the envelope's signature, when no worker would take it anyway. */
+  readonly keepUntil: number;
+}
+
 /** A new call's record, written before its envelope is enqueued. */
 export interface NewCall {
   readonly id: string;
@@ -154,7 +164,7 @@ export class CallStore {
   readonly #keys: FleetKeys;
   readonly #retentionMs: number;
   readonly #create;
-  readonly #start: (keys: readonly string[], args: readonly (string | number)[]) => Promise<[StartOutcome, number]>;
+  readonly #start: (keys: readonly string[], args: readonly (string | number)[]) => Promise<[StartOutcome, number, number?]>;
   readonly #finish: (keys: readonly string[], args: readonly (string | number)[]) => Promise<string[] | null>;
   readonly #requeue;
   readonly #watch;
@@ -172,7 +182,7 @@ export class CallStore {
     this.#keys = keys;
     this.#retentionMs = retentionMs;
     this.#create = luaScript<0 | string>(redis, 'forgeCreateCall', 2, CREATE_CALL);
-    const start = luaScript<[StartOutcome, number]>(redis, 'forgeStartCall', 1, START_CALL);
+    const start = luaScript<[StartOutcome, number, number?]>(redis, 'forgeStartCall', 'variable', START_CALL);
     const finish = luaScript<string[] | null>(redis, 'forgeFinishCall', 'variable', FINISH_CALL);
     if (redis.isCluster === true) {
       // Calls lie in different slots: each step is a script run of its own.
@@ -245,9 +255,16 @@ export class CallStore {
    * A worker takes the call; see {@link StartOutcome}. `token` is the
    * submission token the job's envelope carries, if any.
    */
-  async start(lane: string, id: string, workerId: string, token = '', now = Date.now()): Promise<{ outcome: StartOutcome; starts: number }> {
-    const [outcome, starts] = await this.#start([this.#keys.call(lane, id)], [now, workerId, token]);
-    return { outcome, starts: Number(starts) };
+  /**
+   * A worker takes a call (see START_CALL). With `claim`, the same step counts this run on the envelope's
+   * execution record (the replay barrier): `runs` is how many runs the envelope has had, this one included (0
+   * without a claim, or when the call was not taken). A claim resent with the same `runId` counts once.
+   */
+  async start(lane: string, id: string, workerId: string, token = '', claim?: RunClaim, now = Date.now()): Promise<{ outcome: StartOutcome; starts: number; runs: number }> {
+    const keys = claim === undefined ? [this.#keys.call(lane, id)] : [this.#keys.call(lane, id), this.#keys.executions(lane, id, claim.mac)];
+    const args = claim === undefined ? [now, workerId, token] : [now, workerId, token, claim.runId, Math.ceil(claim.keepUntil)];
+    const [outcome, starts, runs] = await this.#start(keys, args);
+    return { outcome, starts: Number(starts), runs: Number(runs ?? 0) };
   }
 
   /**

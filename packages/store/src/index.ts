@@ -6,7 +6,7 @@
  * the live tool catalog and the tier queues.
  */
 export { connectRedis, closeRedis, type ConnectionLog, type RedisConnection } from './redis.js';
-export { CallStore, viewOf, requestHash, type EndOptions, type CallRecord, type NewCall, type StartOutcome } from './call-store.js';
+export { CallStore, viewOf, requestHash, type EndOptions, type CallRecord, type NewCall, type RunClaim, type StartOutcome } from './call-store.js';
 export { publishReply, ReplyPublisher, ReplyInbox, REPLY_LIST_TTL_MS } from './replies.js';
 export { Catalog, type CatalogEntry, type CatalogSnapshot, type PackEntry } from './catalog.js';
 export { TierQueues, callsOfJob, openQueue, MAX_BATCH, ENQUEUE_OUTAGE_MS, type Route, type Submitted } from './queues.js';
@@ -14,7 +14,6 @@ export { QueueStatsReader, type QueueStatsReaderOptions } from './queue-stats.js
 export { stableStringify } from '@forge-fleet/shared';
 export { AUDIT_MAX_ENTRIES, AuditReader, RedisAuditLogger, RedisRiskSignalQueue, type AuditFilter, type StoredAuditEntry } from './audit.js';
 export { AuditArchivist, type AuditArchivistOptions } from './audit-archivist.js';
-export { Executions } from './executions.js';
 export { parseLane, laneQueueName } from './lanes.js';
 export { packOf, definitionHash, type ToolPack } from './packs.js';
 export { isRedisAway } from './redis.js';

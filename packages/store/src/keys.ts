@@ -60,11 +60,12 @@ export function fleetKeys(prefix: string) {
      */
     auditInbox: (writer: string) => `${prefix}:{${prefix}.audit}:inbox:${writer}`,
     /**
-     * Hash per signed envelope (by its MAC): the runs that lane's workers started of it. Only that lane's workers
-     * may touch it — not the dispatchers — so Redis state a dispatcher's user controls cannot make a worker run a
-     * call again. Expires with the envelope's signature.
+     * Hash per signed envelope (by its MAC): the runs that lane's workers started of it — the replay barrier. Only
+     * that lane's workers may touch it, not the dispatchers, so Redis state a dispatcher's user controls (the
+     * record, the queue) cannot make a worker run a call again. Counted by the start step (same slot as the call
+     * record); expires a while after the envelope's signature.
      */
-    executions: (lane: string, mac: string) => `${prefix}:executions:${lane}:{${mac}}`,
+    executions: (lane: string, id: string, mac: string) => `${prefix}:executions:${lane}:{${id}}:${mac}`,
     /** Pub/sub channel: a worker joined or left; dispatchers re-read the catalog at once. */
     catalogChannel: `${prefix}:catalog-changed`,
     /** Pub/sub channel: MCP cancellations a dispatcher could not match, for the one holding the request. Dispatchers only. */

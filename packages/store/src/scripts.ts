@@ -87,11 +87,16 @@ end
 return out`;
 
 /**
- * A worker takes a call. Returns {outcome, starts}: 'started'; 'redelivered'
- * (the call was already running: its previous worker was lost); or why it must
- * not run: 'missing', 'superseded' (ARGV[3], the job's submission token, is
- * not the record's: the job came from a second submission of a taken id),
- * 'final', 'not_approved', 'cancelled', 'expired'.
+ * A worker takes a call. Returns {outcome, starts, runs}: 'started';
+ * 'redelivered' (the call was already running: its previous worker was lost);
+ * or why it must not run: 'missing', 'superseded' (ARGV[3], the job's
+ * submission token, is not the record's: the job came from a second
+ * submission of a taken id), 'final', 'not_approved', 'cancelled', 'expired'.
+ *
+ * With KEYS[2] (the envelope's execution record, in the call's slot), ARGV[4]
+ * (this run's id) and ARGV[5] (when the record may go, epoch ms), a taken call
+ * also counts its run there, in the same step: `runs` is how many runs the
+ * envelope has had, this one included (see Executions in keys.ts).
  */
 export const START_CALL = `${FINAL}
 local st = redis.call('HGET', KEYS[1], 'status')
@@ -104,11 +109,17 @@ local deadline = tonumber(redis.call('HGET', KEYS[1], 'deadline') or '')
 if st == 'queued' and deadline and tonumber(ARGV[1]) > deadline then return {'expired', 0} end
 local starts = redis.call('HINCRBY', KEYS[1], 'starts', 1)
 redis.call('HSET', KEYS[1], 'status', 'running', 'worker', ARGV[2], 'startedAt', ARGV[1])
+local runs = 0
+if KEYS[2] then
+  redis.call('HSET', KEYS[2], ARGV[4], 1)
+  redis.call('PEXPIREAT', KEYS[2], ARGV[5])
+  runs = redis.call('HLEN', KEYS[2])
+end
 if st == 'running' then
   redis.call('HDEL', KEYS[1], 'progress')
-  return {'redelivered', starts}
+  return {'redelivered', starts, runs}
 end
-return {'started', starts}`;
+return {'started', starts, runs}`;
 
 /**
  * Ends a call exactly once. Returns the dispatchers still to notify (the

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { BadRequestError, type CallView, errorResult, isFinalStatus, isFleetError, MAX_WAIT_MS, ToolCallId } from '@forge-fleet/shared';
+import { BadRequestError, type CallView, errorResult, type FleetError, isFinalStatus, isFleetError, MAX_WAIT_MS, ToolCallId } from '@forge-fleet/shared';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
@@ -21,6 +21,8 @@ import type { CatalogView } from '../catalog/catalog-view.js';
 import { asFleetError } from '../http/errors.js';
 import { dispatcherVersion } from '../http/openapi.js';
 import type { CallService } from '../pipeline/call-service.js';
+import { checkArguments } from '../limits/arguments.js';
+import { prototypeKeyPath } from '../http/json-body.js';
 import { refusalOf, toCallToolResult } from './call-results.js';
 import type { McpCancelBus } from './cancel-bus.js';
 import { InFlightCalls } from './in-flight.js';
@@ -176,18 +178,36 @@ function serverFor(cx: Context): Server {
 class McpBody {
   constructor(
     readonly json: unknown,
-    readonly problem?: 'not-json' | 'forbidden-key',
+    readonly problem?: 'not-json' | 'forbidden-key' | 'forbidden-argument',
   ) {}
 }
 
-/** Whether `text` is JSON at all (told apart from JSON refused for a `__proto__` key). */
-function isJson(text: string): boolean {
+/**
+ * What a parsed body holds that may reach Object.prototype. In a `tools/call`'s
+ * arguments it is the call's problem, not the message's: it is answered as the
+ * /v1 routes answer it (BAD_REQUEST from the argument check, here as a tool
+ * error result), so the same arguments get the same answer on every entrance.
+ * Anywhere else the message itself is refused (-32600).
+ */
+function prototypeProblem(value: unknown): 'forbidden-key' | 'forbidden-argument' | undefined {
+  const found = prototypeKeyPath(value);
+  if (found === undefined) return undefined;
+  const message = value as { method?: unknown; params?: { arguments?: unknown } };
+  const inArguments = found.path.startsWith('params.arguments.') && message.method === 'tools/call' && prototypeKeyPath({ ...message, params: { ...message.params, arguments: {} } }) === undefined;
+  return inArguments ? 'forbidden-argument' : 'forbidden-key';
+}
+
+/** The answer to a `tools/call` whose arguments hold such a key: the argument check's BAD_REQUEST, as a tool error result. */
+function forbiddenArgumentAnswer(message: { id?: unknown; params?: { name?: unknown; arguments?: unknown; _meta?: Record<string, unknown> } }): { jsonrpc: '2.0'; id: unknown; result: CallToolResult } {
+  const name = typeof message.params?.name === 'string' ? message.params.name : '';
+  let error: FleetError = new BadRequestError('the arguments hold a refused key');
   try {
-    JSON.parse(text);
-    return true;
-  } catch {
-    return false;
+    checkArguments(message.params?.arguments as Record<string, unknown>, { maxBytes: Number.MAX_SAFE_INTEGER, maxDepth: Number.MAX_SAFE_INTEGER });
+  } catch (refused) {
+    if (isFleetError(refused)) error = refused;
   }
+  const id = message.params?._meta?.[META.callId];
+  return { jsonrpc: '2.0', id: message.id ?? null, result: refusalOf(error, { id: typeof id === 'string' ? id : randomUUID(), name }) };
 }
 
 /** A JSON-RPC error body for requests the stateless transport does not serve (-32000: the server-error range, as the SDK's examples answer). */
@@ -215,13 +235,19 @@ export function mcpRoutes(deps: McpDeps, options: McpOptions = {}) {
   return (app: FastifyInstance): void => {
     // JSON is parsed here (as everywhere: `__proto__` refused) into an McpBody, so that a body which is not JSON
     // is answered as JSON-RPC says (-32700) rather than with the /v1 error body. This plugin's routes only.
-    const json = app.getDefaultJsonParser('error', 'error');
+    // JSON.parse defines `__proto__` as an own key and touches no prototype; such keys are then decided on (prototypeProblem).
     app.removeContentTypeParser('application/json');
-    app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
       const text = typeof body === 'string' ? body : body.toString('utf8');
-      void json(request, text, (error, value) => {
-        done(null, error === null ? new McpBody(value) : new McpBody(undefined, isJson(text) ? 'forbidden-key' : 'not-json'));
-      });
+      let value: unknown;
+      try {
+        value = JSON.parse(text);
+      } catch {
+        done(null, new McpBody(undefined, 'not-json'));
+        return;
+      }
+      const problem = /proto|constructor|\\u/.test(text) ? prototypeProblem(value) : undefined;
+      done(null, new McpBody(problem === undefined ? value : problem === 'forbidden-argument' ? value : undefined, problem));
     });
     app.post('/mcp', async (request, reply) => {
       // Refused here, before the transport: a 401 with the usual error body (and an audit entry).
@@ -229,6 +255,11 @@ export function mcpRoutes(deps: McpDeps, options: McpOptions = {}) {
       // What the SDK would refuse wrongly (202 for `[]`, -32700 for `1`, -32603 and a zod dump for bad params): see checkBody.
       const body = request.body instanceof McpBody ? request.body : undefined;
       const protocolVersion = request.headers['mcp-protocol-version'];
+      if (body?.problem === 'forbidden-argument') {
+        const answer = forbiddenArgumentAnswer(body.json as Parameters<typeof forbiddenArgumentAnswer>[0]);
+        request.log.info('MCP tools/call refused: a prototype key in its arguments');
+        return reply.status(200).type('application/json').send(answer);
+      }
       const refused = body === undefined ? undefined : body.problem !== undefined ? parseRefusal(body.problem) : checkBody(body.json, typeof protocolVersion === 'string' ? protocolVersion : undefined);
       if (refused !== undefined) {
         request.log.info({ code: refused.body.error.code }, 'MCP message refused');

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { laneOf, queueName, type RedisTarget, type Tier, type Tool, WorkerLostError } from '@forge-fleet/shared';
-import { Catalog, CallStore, callsOfJob, closeRedis, connectRedis, Executions, KeyChecks, openQueue, packOf, RedisAuditLogger, type RedisConnection, RedisRiskSignalQueue, ReplyPublisher, fleetKeys, packQueueName } from '@forge-fleet/store';
+import { Catalog, CallStore, callsOfJob, closeRedis, connectRedis, KeyChecks, openQueue, packOf, RedisAuditLogger, type RedisConnection, RedisRiskSignalQueue, ReplyPublisher, fleetKeys, packQueueName } from '@forge-fleet/store';
 import { type FleetMetrics, MeteredAuditLogger, type ToolTracer } from '@forge-fleet/telemetry';
 import { type Job, type Queue, UnrecoverableError, Worker } from 'bullmq';
 import type { Logger } from 'pino';
@@ -121,7 +121,6 @@ export class WorkerPool {
       tools: this.#tools,
       callKey: o.callKey,
       store,
-      executions: new Executions(redis, this.#keys),
       answers,
       audit,
       risk: new RedisRiskSignalQueue(redis, this.#keys, this.lane, (err) => o.log.error({ err }, 'risk signal write failed')),

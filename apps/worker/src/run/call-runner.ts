@@ -18,7 +18,7 @@ import {
   type ToolResult,
   WorkerLostError,
 } from '@forge-fleet/shared';
-import type { CallStore, Executions, RedisRiskSignalQueue } from '@forge-fleet/store';
+import type { CallStore, RedisRiskSignalQueue } from '@forge-fleet/store';
 import type { FleetMetrics, ToolTracer } from '@forge-fleet/telemetry';
 import type { Queue } from 'bullmq';
 import type { Logger } from 'pino';
@@ -58,8 +58,6 @@ export interface CallRunnerDeps {
   /** The key that verifies the dispatchers' signatures on this lane's calls. */
   readonly callKey: Uint8Array;
   readonly store: CallStore;
-  /** The lane's execution records: the replay barrier only the lane's workers can write. */
-  readonly executions: Executions;
   readonly answers: CallAnswers;
   readonly audit: AuditLogger;
   readonly risk: RedisRiskSignalQueue;
@@ -124,7 +122,10 @@ export class CallRunner {
     const { definition } = tool;
     // A start that cannot reach Redis is tried again: failing the job would leave its call queued for ever.
     // (A start that did land but lost its reply is seen on the next try as a redelivery: never a second run.)
-    const { outcome, starts } = await durableStep('start', call.id, () => d.store.start(d.lane, call.id, d.workerId, envelope.token), log);
+    // The start also counts this run on the lane's execution record (the replay barrier, see mayRun); envelopeForgery
+    // vouched for the signature just now, so there is one. The run's id is fixed here: a resent start counts it once.
+    const claim = { mac: envelope.sig!.mac, runId: `${d.workerId}:${randomUUID()}`, keepUntil: envelope.sig!.validUntil + EXECUTIONS_CLOCK_SKEW_MS };
+    const { outcome, starts, runs } = await durableStep('start', call.id, () => d.store.start(d.lane, call.id, d.workerId, envelope.token, claim), log);
     const facts: RunFacts = { tool: call.name, retryable: definition.retryable, starts, attempts: d.retryAttempts, backoffMs: d.retryBackoffMs };
     switch (outcome) {
       case 'missing':
@@ -160,8 +161,7 @@ export class CallRunner {
       case 'started':
         break;
     }
-    // The record said run; the lane's own execution record has the last word (see mayRun).
-    const runs = await this.#claimRun(envelope, log);
+    // The record said run; the lane's own execution record has the last word.
     if (!mayRun(facts, runs)) {
       const reason = `its envelope has already run ${runs - 1} time${runs === 2 ? '' : 's'} (a replayed job)`;
       await this.#refuseForged(envelope, reason, 'running');
@@ -169,15 +169,6 @@ export class CallRunner {
       return;
     }
     await this.#execute(envelope, tool, facts, jobCalls, log);
-  }
-
-  /** Counts this run on the envelope's execution record (through a Redis outage: the run's id makes a resend count once). */
-  async #claimRun(envelope: CallEnvelope, log: Pick<Logger, 'info' | 'warn' | 'error'>): Promise<number> {
-    const d = this.#d;
-    // envelopeForgery vouched for the signature just now: there is one.
-    const sig = envelope.sig!;
-    const runId = `${d.workerId}:${randomUUID()}`;
-    return durableStep('claim', envelope.call.id, () => d.executions.claim(d.lane, sig.mac, runId, sig.validUntil + EXECUTIONS_CLOCK_SKEW_MS), log);
   }
 
   async #execute(envelope: CallEnvelope, { definition, executor }: Tool, facts: RunFacts, jobCalls: Set<ActiveRun>, log: Pick<Logger, 'info' | 'warn' | 'error'>): Promise<void> {
