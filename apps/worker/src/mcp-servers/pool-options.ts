@@ -1,0 +1,130 @@
+import { ConfigInvalidError } from '@forge-fleet/shared';
+import { z } from 'zod';
+
+/**
+ * How to start one stdio MCP server process. The environment is exactly
+ * {@link McpStdioLaunch.env}: nothing of the worker's own environment reaches the
+ * server, so the command is looked up on the `PATH` given here (or the
+ * system's default path when none is given).
+ */
+export const McpStdioLaunch = z.object({
+  /** The program, absolute or looked up on `env.PATH`. */
+  command: z.string().min(1),
+  /**
+   * Its arguments.
+   * @defaultValue []
+   */
+  args: z.array(z.string()).default([]),
+  /** Its working directory; the worker's own when absent. */
+  cwd: z.string().min(1).optional(),
+  /**
+   * Its whole environment, already resolved (values from files or the worker's environment are read by the caller).
+   * @defaultValue {}
+   */
+  env: z.record(z.string(), z.string()).default({}),
+  /**
+   * How long a process may take from spawn to answering `initialize`, in milliseconds.
+   * @defaultValue 30000
+   */
+  startupTimeoutMs: z.number().int().positive().default(30_000),
+});
+export type McpStdioLaunch = z.infer<typeof McpStdioLaunch>;
+
+/** The options of one server's pool of warm instances on one worker. */
+export const McpServerPoolOptions = z
+  .object({
+    /** The server's name, used in messages and events. */
+    server: z.string().min(1),
+    launch: McpStdioLaunch,
+    instances: z
+      .object({
+        /**
+         * Instances kept running even when no call needs them.
+         * @defaultValue 1
+         */
+        min: z.number().int().nonnegative().default(1),
+        /**
+         * Most instances running at once.
+         * @defaultValue 4
+         */
+        max: z.number().int().positive().default(4),
+        /**
+         * Calls one instance serves at the same time; further calls wait for a free slot.
+         * @defaultValue 8
+         */
+        callsPerInstance: z.number().int().positive().default(8),
+        /**
+         * How long an instance goes without calls before it is retired: in `perCaller` mode its caller's session
+         * ends with it (its state belongs to that caller); in `shared` mode only instances above `min` retire.
+         * @defaultValue 300000
+         */
+        idleMs: z.number().int().positive().default(300_000),
+      })
+      .prefault({}),
+    /**
+     * `shared`: any instance serves any call. `perCaller`: an instance serves one caller at a time and all of that
+     * caller's calls go to it, so a stateful server's state never crosses callers.
+     * @defaultValue 'shared'
+     */
+    session: z.enum(['shared', 'perCaller']).default('shared'),
+    /**
+     * How long one call may run, in milliseconds, when the call gives no timeout of its own.
+     * @defaultValue 60000
+     */
+    callTimeoutMs: z.number().int().positive().default(60_000),
+    /**
+     * After a call times out, how long the instance has to answer a `ping`; one that does not is replaced.
+     * @defaultValue 5000
+     */
+    pingTimeoutMs: z.number().int().positive().default(5_000),
+    restart: z
+      .object({
+        /**
+         * Wait before replacing an instance after the first failure in a row, in milliseconds; doubles with each further one.
+         * @defaultValue 250
+         */
+        initialDelayMs: z.number().int().nonnegative().default(250),
+        /**
+         * The longest wait between restarts, in milliseconds.
+         * @defaultValue 30000
+         */
+        maxDelayMs: z.number().int().nonnegative().default(30_000),
+        /**
+         * An instance that ran this long before it died ends a run of failures: the next wait is the initial one again.
+         * @defaultValue 10000
+         */
+        stableAfterMs: z.number().int().nonnegative().default(10_000),
+        /**
+         * Failures (deaths, failed starts, unresponsive instances) within {@link windowMs} that stop the pool for good.
+         * @defaultValue 5
+         */
+        crashLoopFailures: z.number().int().positive().default(5),
+        /**
+         * The window {@link crashLoopFailures} are counted in, in milliseconds.
+         * @defaultValue 60000
+         */
+        crashLoopWindowMs: z.number().int().positive().default(60_000),
+      })
+      .prefault({}),
+  })
+  .check((ctx) => {
+    const { min, max } = ctx.value.instances;
+    if (min > max) ctx.issues.push({ code: 'custom', input: ctx.value.instances, path: ['instances', 'min'], message: `min (${min}) is above max (${max})` });
+    const { initialDelayMs, maxDelayMs } = ctx.value.restart;
+    if (initialDelayMs > maxDelayMs) ctx.issues.push({ code: 'custom', input: ctx.value.restart, path: ['restart', 'initialDelayMs'], message: `initialDelayMs (${initialDelayMs}) is above maxDelayMs (${maxDelayMs})` });
+  });
+export type McpServerPoolOptions = z.infer<typeof McpServerPoolOptions>;
+
+/**
+ * Checks and completes pool options once, before any process starts.
+ *
+ * @throws ConfigInvalidError naming each failing option by its path.
+ */
+export function resolveMcpServerPoolOptions(options: z.input<typeof McpServerPoolOptions>): Readonly<McpServerPoolOptions> {
+  const r = McpServerPoolOptions.safeParse(options);
+  if (!r.success) {
+    const problems = r.error.issues.map((i) => `${i.path.length === 0 ? '(root)' : i.path.join('.')}: ${i.message}`);
+    throw new ConfigInvalidError(`MCP server pool options${typeof options.server === 'string' ? ` of '${options.server}'` : ''}`, problems, { cause: r.error });
+  }
+  return Object.freeze(r.data);
+}

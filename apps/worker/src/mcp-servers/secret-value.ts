@@ -1,0 +1,48 @@
+import { inspect } from 'node:util';
+
+/**
+ * A value taken from the worker's environment or from a file, for a server's
+ * environment or an upstream's headers. It must reach the server and nothing
+ * else: printed, logged (pino calls `toJSON`) or inspected, it shows only where
+ * it came from. Every value from `fromEnv`/`fromFile` is treated as a secret —
+ * the file cannot tell a token from a `PATH`, and showing too little is the safe mistake.
+ */
+export class SecretValue {
+  readonly #value: string;
+  /** Where the value came from, e.g. `environment variable GITHUB_TOKEN` or `file /run/secrets/token`: what may be shown. */
+  readonly source: string;
+
+  constructor(value: string, source: string) {
+    this.#value = value;
+    this.source = source;
+    Object.freeze(this);
+  }
+
+  /** The value itself, for the one place that hands it to the server (spawn's `env`, a request's headers). */
+  reveal(): string {
+    return this.#value;
+  }
+
+  /** @returns `[secret from <source>]`, never the value. */
+  toString(): string {
+    return `[secret from ${this.source}]`;
+  }
+
+  /** @returns `[secret from <source>]`, never the value. */
+  toJSON(): string {
+    return this.toString();
+  }
+
+  /** @returns `[secret from <source>]`, never the value. */
+  [inspect.custom](): string {
+    return this.toString();
+  }
+}
+
+/** A configured value: a literal written in the servers file (not secret, it is in the file), or a {@link SecretValue}. */
+export type ConfigValue = string | SecretValue;
+
+/** The plain strings of an `env` or `headers` record, for the call that starts the server or sends the request. */
+export function revealAll(values: Readonly<Record<string, ConfigValue>>): Record<string, string> {
+  return Object.fromEntries(Object.entries(values).map(([k, v]) => [k, typeof v === 'string' ? v : v.reveal()]));
+}

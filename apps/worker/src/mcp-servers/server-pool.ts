@@ -1,0 +1,391 @@
+import { EventEmitter } from 'node:events';
+import { BadRequestError, CancelledError, ExecutionTimeoutError, UnavailableError } from '@forge-fleet/shared';
+import type { CallToolResult, Progress, Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { z } from 'zod';
+import { McpInstance, type McpInstanceExit } from './instance.js';
+import type { LaunchTools } from './launch-command.js';
+import { type McpServerPoolOptions, resolveMcpServerPoolOptions } from './pool-options.js';
+import { isCrashLoop, restartDelayMs } from './restart-policy.js';
+
+/** One call through the pool. */
+export interface McpPoolCall {
+  readonly tool: string;
+  readonly arguments: Record<string, unknown>;
+  /** Whose session the call belongs to; required in `perCaller` mode, ignored in `shared` mode. */
+  readonly caller?: string;
+  /** Aborting it ends the wait for a slot, or sends `notifications/cancelled` once the call runs. */
+  readonly signal?: AbortSignal;
+  /** Receives the server's `notifications/progress` for the call. */
+  readonly onProgress?: (progress: Progress) => void;
+  /** Overrides {@link McpServerPoolOptions.callTimeoutMs} for this call. */
+  readonly timeoutMs?: number;
+}
+
+/** The events of an {@link McpServerPool}. */
+export interface McpServerPoolEvents {
+  /** An instance answered `initialize` and takes calls. */
+  instanceStarted: [{ readonly pid: number }];
+  /** An instance is gone; `failed` when it died on its own or stopped answering (then it counts towards a crash loop). */
+  instanceExited: [McpInstanceExit & { readonly failed: boolean }];
+  /** An instance could not be started. */
+  startFailed: [{ readonly error: Error }];
+  /** Too many failures in a row: the pool stopped for good and every call now fails with UNAVAILABLE. */
+  stopped: [{ readonly error: Error }];
+}
+
+/** `running` serves calls; `stopped` gave up after a crash loop; `closed` was closed. */
+export type McpServerPoolState = 'running' | 'stopped' | 'closed';
+
+/** What the pool is doing now, for health checks and tests. */
+export interface McpServerPoolStatus {
+  readonly state: McpServerPoolState;
+  readonly instances: readonly { readonly pid: number; readonly inFlight: number; readonly caller: string | undefined }[];
+  readonly starting: number;
+  readonly waiting: number;
+  /** Why the pool stopped, or the latest failure to start an instance. */
+  readonly lastError: Error | undefined;
+}
+
+interface Entry {
+  readonly instance: McpInstance;
+  readonly startedAt: number;
+  inFlight: number;
+  /** In `perCaller` mode, the caller this instance belongs to. */
+  caller: string | undefined;
+  /** Being closed: it takes no more calls. */
+  retiring: boolean;
+  /** Killed because it stopped answering: its exit counts as a failure. */
+  unresponsive: boolean;
+  idleTimer: NodeJS.Timeout | undefined;
+}
+
+/** A call (or a tools listing) waiting for a slot. `anyInstance`: any instance will do, without claiming a session. */
+interface Waiter {
+  readonly caller: string | undefined;
+  readonly anyInstance: boolean;
+  readonly resolve: (entry: Entry) => void;
+  readonly reject: (err: Error) => void;
+}
+
+/**
+ * A warm pool of one stdio MCP server's processes on one worker: `min` to
+ * `max` instances, `callsPerInstance` calls each, further calls waiting in
+ * order for a slot. An instance that dies is replaced after an exponential
+ * backoff, and a crash loop stops the pool; an instance that does not answer
+ * a ping after a call timed out is replaced. In `perCaller` mode each caller
+ * has an instance of its own until it has been idle for `idleMs`.
+ * {@link close} kills every process it started.
+ */
+export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
+  /** The resolved options (defaults filled in). */
+  readonly options: Readonly<McpServerPoolOptions>;
+  readonly #launchTools: LaunchTools;
+  readonly #entries = new Set<Entry>();
+  readonly #sessions = new Map<string, Entry>();
+  readonly #starting = new Set<Promise<Error | undefined>>();
+  #waiters: Waiter[] = [];
+  #failureTimes: number[] = [];
+  #failuresInARow = 0;
+  #nextStartAt = 0;
+  #restartTimer: NodeJS.Timeout | undefined;
+  #state: McpServerPoolState = 'running';
+  #lastError: Error | undefined;
+
+  /**
+   * @param launchTools the wrappers every server process is started with (see findLaunchTools).
+   * @throws ConfigInvalidError when the options are invalid.
+   */
+  constructor(options: z.input<typeof McpServerPoolOptions>, launchTools: LaunchTools) {
+    super();
+    this.options = resolveMcpServerPoolOptions(options);
+    this.#launchTools = launchTools;
+  }
+
+  /**
+   * Starts the `min` instances and waits for them.
+   *
+   * @throws UnavailableError when one of them fails to start (the pool keeps trying, with backoff, until closed or crash-looped).
+   */
+  async start(): Promise<void> {
+    const launches: Promise<Error | undefined>[] = [];
+    const { min } = this.options.instances;
+    for (let i = this.#liveCount(); i < min; i += 1) launches.push(this.#launch());
+    const errors = (await Promise.all(launches)).filter((e) => e !== undefined);
+    if (errors[0] !== undefined) throw errors[0];
+  }
+
+  /**
+   * Every tool the server lists, from any instance (one is started if none runs).
+   *
+   * @throws UnavailableError when the pool is stopped or closed, or no instance can be started.
+   */
+  async listTools(): Promise<Tool[]> {
+    const entry = await this.#acquire(undefined, true, undefined, 'tools/list');
+    try {
+      return await entry.instance.listTools({ timeoutMs: this.options.callTimeoutMs });
+    } finally {
+      this.#release(entry);
+    }
+  }
+
+  /**
+   * Runs one call on an instance with a free slot (in `perCaller` mode, the caller's own instance).
+   *
+   * @throws CancelledError when `call.signal` aborts, waiting or running.
+   * @throws ExecutionTimeoutError past the call's timeout; the instance is replaced if it then does not answer a ping.
+   * @throws McpInstanceLostError when the instance dies during the call.
+   * @throws UnavailableError when the pool is stopped or closed.
+   * @throws BadRequestError when a `perCaller` call has no caller.
+   */
+  async call(call: McpPoolCall): Promise<CallToolResult> {
+    if (this.options.session === 'perCaller' && call.caller === undefined) {
+      throw new BadRequestError(`MCP server '${this.options.server}' keeps a session per caller, and this call names no caller`, { server: this.options.server });
+    }
+    const entry = await this.#acquire(this.options.session === 'perCaller' ? call.caller : undefined, false, call.signal, call.tool);
+    try {
+      return await entry.instance.callTool(call.tool, call.arguments, {
+        timeoutMs: call.timeoutMs ?? this.options.callTimeoutMs,
+        ...(call.signal === undefined ? {} : { signal: call.signal }),
+        ...(call.onProgress === undefined ? {} : { onProgress: call.onProgress }),
+      });
+    } catch (err) {
+      if (err instanceof ExecutionTimeoutError) void this.#checkResponsive(entry);
+      throw err;
+    } finally {
+      this.#release(entry);
+    }
+  }
+
+  /** What the pool is doing now. */
+  status(): McpServerPoolStatus {
+    return {
+      state: this.#state,
+      instances: [...this.#entries].filter((e) => !e.retiring).map((e) => ({ pid: e.instance.pid, inFlight: e.inFlight, caller: e.caller })),
+      starting: this.#starting.size,
+      waiting: this.#waiters.length,
+      lastError: this.#lastError,
+    };
+  }
+
+  /** Fails waiting calls, then ends every instance (those still starting too) and resolves once all are gone. */
+  async close(): Promise<void> {
+    if (this.#state !== 'closed') this.#state = 'closed';
+    clearTimeout(this.#restartTimer);
+    this.#rejectWaiters(new UnavailableError('the pool was closed', { what: `MCP server '${this.options.server}'` }));
+    // A launch that ends now sees the pool closed and closes its instance itself.
+    await Promise.all([...this.#starting]);
+    await Promise.all([...this.#entries].map((e) => this.#retire(e)));
+  }
+
+  #liveCount(): number {
+    return this.#entries.size + this.#starting.size;
+  }
+
+  #acquire(caller: string | undefined, anyInstance: boolean, signal: AbortSignal | undefined, what: string): Promise<Entry> {
+    if (this.#state !== 'running') return Promise.reject(this.#notRunning());
+    if (signal?.aborted === true) return Promise.reject(new CancelledError(what, reasonText(signal.reason)));
+    return new Promise<Entry>((resolve, reject) => {
+      const onAbort = (): void => {
+        this.#waiters = this.#waiters.filter((w) => w !== waiter);
+        reject(new CancelledError(what, reasonText(signal?.reason)));
+      };
+      const waiter: Waiter = {
+        caller,
+        anyInstance,
+        resolve: (entry) => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve(entry);
+        },
+        reject: (err) => {
+          signal?.removeEventListener('abort', onAbort);
+          reject(err);
+        },
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.#waiters.push(waiter);
+      this.#dispatch();
+    });
+  }
+
+  /** Gives each waiter, in order, a slot if one fits it; a waiter whose own instance is busy does not hold up the others. */
+  #dispatch(): void {
+    const still: Waiter[] = [];
+    for (const waiter of this.#waiters) {
+      const entry = this.#slotFor(waiter);
+      if (entry === undefined) {
+        still.push(waiter);
+        continue;
+      }
+      entry.inFlight += 1;
+      clearTimeout(entry.idleTimer);
+      waiter.resolve(entry);
+    }
+    this.#waiters = still;
+    this.#ensureCapacity();
+  }
+
+  #slotFor(waiter: Waiter): Entry | undefined {
+    const cap = this.options.instances.callsPerInstance;
+    const usable = [...this.#entries].filter((e) => !e.retiring && e.instance.alive && e.inFlight < cap);
+    if (this.options.session === 'shared' || waiter.anyInstance || waiter.caller === undefined) {
+      return usable.reduce<Entry | undefined>((best, e) => (best === undefined || e.inFlight < best.inFlight ? e : best), undefined);
+    }
+    const own = this.#sessions.get(waiter.caller);
+    if (own !== undefined) return own.inFlight < cap ? own : undefined;
+    const spare = usable.find((e) => e.caller === undefined);
+    if (spare !== undefined) {
+      spare.caller = waiter.caller;
+      this.#sessions.set(waiter.caller, spare);
+    }
+    return spare;
+  }
+
+  #release(entry: Entry): void {
+    entry.inFlight -= 1;
+    if (entry.inFlight === 0) this.#scheduleIdle(entry);
+    this.#dispatch();
+  }
+
+  /** Starts instances while demand (or `min`) asks for more than run, within `max` and the restart backoff. */
+  #ensureCapacity(): void {
+    if (this.#state !== 'running') return;
+    const { min, max, callsPerInstance } = this.options.instances;
+    let demand: number;
+    if (this.options.session === 'shared') {
+      const inFlight = [...this.#entries].reduce((n, e) => n + e.inFlight, 0);
+      demand = Math.ceil((inFlight + this.#waiters.length) / callsPerInstance);
+    } else {
+      const assigned = [...this.#entries].filter((e) => e.caller !== undefined).length;
+      const newCallers = new Set(this.#waiters.filter((w) => !w.anyInstance && w.caller !== undefined && !this.#sessions.has(w.caller)).map((w) => w.caller)).size;
+      const listing = this.#waiters.some((w) => w.anyInstance) ? 1 : 0;
+      demand = Math.max(assigned + newCallers, listing);
+    }
+    const wanted = Math.min(max, Math.max(min, demand));
+    const missing = wanted - this.#liveCount();
+    if (missing <= 0) return;
+    const wait = this.#nextStartAt - Date.now();
+    if (wait > 0) {
+      this.#restartTimer ??= setTimeout(() => {
+        this.#restartTimer = undefined;
+        this.#ensureCapacity();
+      }, wait);
+      return;
+    }
+    for (let i = 0; i < missing; i += 1) void this.#launch();
+  }
+
+  /** Starts one instance; resolves with the error when it could not be started (never rejects). */
+  #launch(): Promise<Error | undefined> {
+    const { server, launch } = this.options;
+    const started = McpInstance.start({ server, launch, tools: this.#launchTools }).then(
+      async (instance) => {
+        this.#starting.delete(started);
+        if (this.#state !== 'running') {
+          await instance.close();
+          return undefined;
+        }
+        const entry: Entry = { instance, startedAt: Date.now(), inFlight: 0, caller: undefined, retiring: false, unresponsive: false, idleTimer: undefined };
+        this.#entries.add(entry);
+        instance.on('exit', (exit) => this.#onExit(entry, exit));
+        this.emit('instanceStarted', { pid: instance.pid });
+        this.#scheduleIdle(entry);
+        this.#dispatch();
+        return undefined;
+      },
+      (err: unknown) => {
+        this.#starting.delete(started);
+        const error = err instanceof Error ? err : new Error(String(err));
+        if (this.#state !== 'running') return error;
+        this.#lastError = error;
+        this.emit('startFailed', { error });
+        this.#recordFailure(error);
+        this.#ensureCapacity();
+        return error;
+      },
+    );
+    this.#starting.add(started);
+    return started;
+  }
+
+  #onExit(entry: Entry, exit: McpInstanceExit): void {
+    this.#entries.delete(entry);
+    clearTimeout(entry.idleTimer);
+    if (entry.caller !== undefined && this.#sessions.get(entry.caller) === entry) this.#sessions.delete(entry.caller);
+    const failed = !exit.expected || entry.unresponsive;
+    this.emit('instanceExited', { ...exit, failed });
+    if (failed && this.#state === 'running') {
+      // A long, healthy run ends the run of failures: the next restart waits only the initial delay.
+      if (Date.now() - entry.startedAt >= this.options.restart.stableAfterMs) this.#failuresInARow = 0;
+      const why = entry.unresponsive ? 'stopped answering' : 'died';
+      this.#recordFailure(new UnavailableError(`an instance (pid ${exit.pid}) ${why}${exit.stderrTail === '' ? '' : `; its stderr: ${exit.stderrTail.trim().slice(-1000)}`}`, { what: `MCP server '${this.options.server}'` }));
+    }
+    this.#dispatch();
+  }
+
+  #recordFailure(error: Error): void {
+    const now = Date.now();
+    const { restart } = this.options;
+    this.#failureTimes = [...this.#failureTimes.filter((t) => now - t < restart.crashLoopWindowMs), now];
+    this.#failuresInARow += 1;
+    this.#nextStartAt = now + restartDelayMs(this.#failuresInARow, restart);
+    if (isCrashLoop(this.#failureTimes, now, restart)) this.#stop(error);
+  }
+
+  /** A crash loop: no more restarts, waiting calls fail, running instances are ended. */
+  #stop(cause: Error): void {
+    this.#state = 'stopped';
+    const { restart, server } = this.options;
+    this.#lastError = new UnavailableError(`it failed ${restart.crashLoopFailures} times within ${restart.crashLoopWindowMs} ms and is not restarted again (last: ${cause.message}); fix the server and restart the worker`, { what: `MCP server '${server}'`, cause });
+    clearTimeout(this.#restartTimer);
+    this.#rejectWaiters(this.#lastError);
+    for (const entry of this.#entries) void this.#retire(entry);
+    this.emit('stopped', { error: this.#lastError });
+  }
+
+  #rejectWaiters(error: Error): void {
+    const waiters = this.#waiters;
+    this.#waiters = [];
+    for (const waiter of waiters) waiter.reject(error);
+  }
+
+  #notRunning(): Error {
+    if (this.#state === 'stopped' && this.#lastError !== undefined) return this.#lastError;
+    return new UnavailableError(`the pool is ${this.#state}`, { what: `MCP server '${this.options.server}'` });
+  }
+
+  /** An idle instance retires: in `perCaller` mode its session ends; in `shared` mode only one above `min` goes. */
+  #scheduleIdle(entry: Entry): void {
+    clearTimeout(entry.idleTimer);
+    const timer = setTimeout(() => {
+      if (entry.inFlight > 0 || entry.retiring || this.#state !== 'running') return;
+      const aboveMin = [...this.#entries].filter((e) => !e.retiring).length > this.options.instances.min;
+      if (entry.caller !== undefined || aboveMin) void this.#retire(entry);
+    }, this.options.instances.idleMs);
+    // Idle reaping alone must not keep a worker's event loop alive.
+    timer.unref();
+    entry.idleTimer = timer;
+  }
+
+  async #retire(entry: Entry): Promise<void> {
+    entry.retiring = true;
+    clearTimeout(entry.idleTimer);
+    if (entry.caller !== undefined && this.#sessions.get(entry.caller) === entry) this.#sessions.delete(entry.caller);
+    await entry.instance.close();
+  }
+
+  /** After a timeout: an instance that does not answer a ping has stopped answering, and is replaced. */
+  async #checkResponsive(entry: Entry): Promise<void> {
+    if (entry.retiring || !entry.instance.alive) return;
+    if (await entry.instance.ping(this.options.pingTimeoutMs)) return;
+    if (entry.retiring || !entry.instance.alive) return;
+    entry.unresponsive = true;
+    entry.retiring = true;
+    if (entry.caller !== undefined && this.#sessions.get(entry.caller) === entry) this.#sessions.delete(entry.caller);
+    entry.instance.kill();
+  }
+}
+
+function reasonText(reason: unknown): string {
+  if (reason instanceof Error) return reason.message;
+  return typeof reason === 'string' ? reason : 'aborted';
+}

@@ -1,0 +1,280 @@
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { inspect } from 'node:util';
+import { describe, expect, it } from 'vitest';
+import { revealAll, SecretValue } from './secret-value.js';
+import { loadServersFile, prefixedToolName, SERVER_DEFAULTS, type StdioTransport, type HttpTransport } from './servers-file.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'forge-mcp-servers-'));
+mkdirSync(join(dir, 'data', 'out'), { recursive: true });
+const file = (name: string, text: string): string => {
+  const path = join(dir, name);
+  writeFileSync(path, text);
+  return path;
+};
+const noEnv = {};
+
+/** The message of the ConfigInvalidError that loading `path` throws. */
+function failure(path: string, env: Readonly<Record<string, string | undefined>> = noEnv): string {
+  try {
+    loadServersFile(path, env);
+  } catch (error) {
+    expect(error).toMatchObject({ code: 'CONFIG_INVALID' });
+    return (error as Error).message;
+  }
+  throw new Error(`${path} loaded, but a problem was expected`);
+}
+
+describe('servers files', () => {
+  it('reads a YAML file, applying the defaults and making paths absolute', () => {
+    const path = file(
+      'ok.yaml',
+      [
+        'version: 1',
+        'servers:',
+        '  files:',
+        '    command: npx',
+        '    args: ["-y", "@modelcontextprotocol/server-filesystem", ./data]',
+        '    cwd: ./data',
+        '    env: { MODE: fast }',
+        '    tier: platform',
+        '    filesystem: { read: [./data], write: [data/out] }',
+        '    instances: { max: 4 }',
+        '    tools: { write_file: { requiresConfirmation: true, timeoutMs: 5000 } }',
+        '  github:',
+        '    url: https://mcp.example.com/mcp',
+        '    headers: { X-Team: fleet }',
+        '    prefix: gh',
+        '    pool: github',
+        '    session: perCaller',
+        '    idleMs: 1000',
+        '',
+      ].join('\n'),
+    );
+    const { servers, source } = loadServersFile(path, noEnv);
+    expect(source).toBe(path);
+    expect(servers.map((s) => s.name)).toEqual(['files', 'github']);
+    const [files, github] = servers;
+    expect(files).toEqual({
+      name: 'files',
+      prefix: 'files',
+      transport: { kind: 'stdio', command: 'npx', args: ['-y', '@modelcontextprotocol/server-filesystem', './data'], cwd: join(dir, 'data'), env: { MODE: 'fast' } },
+      tier: 'platform',
+      pool: undefined,
+      filesystem: { read: [join(dir, 'data')], write: [join(dir, 'data', 'out')] },
+      instances: { min: SERVER_DEFAULTS.instances.min, max: 4 },
+      callsPerInstance: SERVER_DEFAULTS.callsPerInstance,
+      startupTimeoutMs: SERVER_DEFAULTS.startupTimeoutMs,
+      restartBackoff: SERVER_DEFAULTS.restartBackoff,
+      session: 'shared',
+      idleMs: SERVER_DEFAULTS.idleMs,
+      tools: { write_file: { requiresConfirmation: true, timeoutMs: 5000 } },
+    });
+    expect(github).toMatchObject({ prefix: 'gh', tier: 'host', pool: 'github', session: 'perCaller', idleMs: 1000, filesystem: undefined, transport: { kind: 'http', url: 'https://mcp.example.com/mcp', headers: { 'X-Team': 'fleet' } } });
+    expect(Object.isFrozen(files) && Object.isFrozen(files!.transport) && Object.isFrozen(servers)).toBe(true);
+  });
+
+  it('reads JSON alike, and `external` as another name for the host tier', () => {
+    const path = file('ok.json', JSON.stringify({ version: 1, servers: { echo: { command: 'node', args: ['server.js'], tier: 'external' } } }, null, 2));
+    const [echo] = loadServersFile(path, noEnv).servers;
+    expect(echo).toMatchObject({ name: 'echo', prefix: 'echo', tier: 'host', transport: { kind: 'stdio', command: 'node', args: ['server.js'], cwd: undefined, env: {} } });
+  });
+
+  it('names the file:line:col and path of every problem in the shape', () => {
+    const path = file(
+      'bad.yaml',
+      [
+        'version: 1', // 1
+        'servers:', // 2
+        '  both:', // 3
+        '    command: npx', // 4
+        '    url: https://x.example/mcp', // 5
+        '  neither:', // 6
+        '    args: [a]', // 7
+        '  http:', // 8
+        '    url: https://x.example/mcp', // 9
+        '    cwd: /tmp', // 10
+        '    env: { A: b }', // 11
+        '  stdio:', // 12
+        '    command: npx', // 13
+        '    headers: { Authorization: x }', // 14
+        '    tier: platform', // 15
+        '    pool: github', // 16
+        '  hosted:', // 17
+        '    command: npx', // 18
+        '    filesystem: { read: [/] }', // 19
+        '    instances: { min: 3, max: 2 }', // 20
+        '    restartBackoff: { initialMs: 10, maxMs: 5 }', // 21
+        '    sesion: shared', // 22
+        '  values:', // 23
+        '    command: npx', // 24
+        '    env: { 1BAD: x, GOOD: 5, ALSO: { fromEnvv: X } }', // 25
+        '  web:', // 26
+        '    url: ftp://x.example/mcp', // 27
+        '    headers: { Content-Type: text/plain, "bad header": x }', // 28
+        '    session: sometimes', // 29
+        '    callsPerInstance: 0', // 30
+        '    tier: cloud', // 31
+        '',
+      ].join('\n'),
+    );
+    const message = failure(path);
+    const at = (line: number, col: number, where: string, what: RegExp | string): RegExp =>
+      new RegExp(`bad\\.yaml:${line}:${col}: ${where.replace(/\./g, '\\.')}: ${typeof what === 'string' ? what : what.source}`);
+    expect(message).toMatch(at(5, 10, 'servers.both.url', 'a server is reached by `command` \\(stdio\\) or `url`'));
+    expect(message).toMatch(at(7, 5, 'servers.neither', 'give `command` \\(a stdio server\\) or `url`'));
+    expect(message).toMatch(at(10, 10, 'servers.http.cwd', '`cwd` is for stdio servers'));
+    expect(message).toMatch(at(11, 10, 'servers.http.env', '`env` is for stdio servers'));
+    expect(message).toMatch(at(14, 14, 'servers.stdio.headers', '`headers` is for Streamable HTTP servers'));
+    expect(message).toMatch(at(16, 11, 'servers.stdio.pool', 'only host-tier servers run on named worker pools'));
+    expect(message).toMatch(at(19, 17, 'servers.hosted.filesystem', 'host-tier servers get no private filesystem view'));
+    expect(message).toMatch(at(20, 23, 'servers.hosted.instances.min', /min \(3\) is above max \(2\)/));
+    expect(message).toMatch(at(21, 34, 'servers.hosted.restartBackoff.initialMs', /initialMs \(10\) is above maxMs \(5\)/));
+    expect(message).toMatch(/bad\.yaml:22:5: servers\.hosted: Unrecognized key: "sesion"/);
+    expect(message).toMatch(at(25, 12, 'servers.values.env.1BAD', 'key must be letters, digits and "_"'));
+    expect(message).toMatch(at(25, 27, 'servers.values.env.GOOD', 'must be a string, \\{ fromEnv: NAME \\} or \\{ fromFile: PATH \\}'));
+    expect(message).toMatch(at(25, 36, 'servers.values.env.ALSO', 'must be a string'));
+    expect(message).toMatch(at(27, 10, 'servers.web.url', 'must be an http:// or https:// URL'));
+    expect(message).toMatch(at(28, 16, 'servers.web.headers.Content-Type', 'key "Content-Type" is set by the MCP transport itself'));
+    expect(message).toMatch(at(28, 42, 'servers.web.headers.bad header', 'key must be an HTTP header name'));
+    expect(message).toMatch(/bad\.yaml:29:14: servers\.web\.session: Invalid option/);
+    expect(message).toMatch(/bad\.yaml:30:23: servers\.web\.callsPerInstance: Too small/);
+    expect(message).toMatch(/bad\.yaml:31:11: servers\.web\.tier: Invalid option/);
+  });
+
+  it('names the line of syntax errors, duplicate keys, a wrong version, and an unreadable file', () => {
+    expect(failure(file('syntax.yaml', 'version: 1\nservers: [unclosed\n'))).toMatch(/syntax\.yaml:\d+:\d+: /);
+    expect(failure(file('dup.yaml', 'version: 1\nservers:\n  a: { command: x }\n  a: { command: y }\n'))).toMatch(/dup\.yaml:4:3: Map keys must be unique/);
+    expect(failure(file('dup.json', '{"version": 1, "servers": {}, "version": 1}'))).toMatch(/dup\.json:1:31: Map keys must be unique/);
+    expect(failure(file('v2.yaml', 'version: 2\nservers: {}\n'))).toMatch(/v2\.yaml:1:10: version: Invalid input: expected 1/);
+    expect(failure(file('empty.yaml', ''))).toMatch(/empty\.yaml: \(root\): Invalid input: expected object/);
+    expect(failure(join(dir, 'missing.yaml'))).toMatch(/--mcp: cannot read .*missing\.yaml: ENOENT/);
+    const creds = failure(file('creds.yaml', 'version: 1\nservers:\n  h: { url: "https://me:hunter2@x.example/mcp" }\n'));
+    expect(creds).toMatch(/creds\.yaml:3:13: servers\.h\.url: a URL must not carry credentials/);
+    expect(creds).not.toContain('hunter2');
+  });
+
+  it('checks that cwd is a directory and filesystem paths exist', () => {
+    const path = file('paths.yaml', 'version: 1\nservers:\n  s:\n    command: x\n    cwd: ./nowhere\n    tier: platform\n    filesystem:\n      read: [./data, ./gone]\n      write: [./ok.json]\n');
+    const message = failure(path);
+    expect(message).toMatch(new RegExp(`paths\\.yaml:5:10: servers\\.s\\.cwd: ${join(dir, 'nowhere')} does not exist`));
+    expect(message).toMatch(new RegExp(`paths\\.yaml:8:22: servers\\.s\\.filesystem\\.read\\.1: ${join(dir, 'gone')} does not exist`));
+    expect(message).not.toMatch(/write/);
+    expect(failure(file('cwdfile.yaml', 'version: 1\nservers:\n  s: { command: x, cwd: ./ok.json }\n'))).toMatch(/cwdfile\.yaml:3:25: servers\.s\.cwd: .*ok\.json is not a directory/);
+  });
+});
+
+describe('prefixes', () => {
+  it('must be valid names, and so must server names and the tools the file names', () => {
+    const path = file(
+      'prefix.yaml',
+      [
+        'version: 1', // 1
+        'servers:', // 2
+        '  a: { command: x, prefix: "a.b" }', // 3
+        '  e: { command: x, tools: { "bad name": { retryable: true } } }', // 4
+        '  "bad server": { command: x }', // 5
+        '',
+      ].join('\n'),
+    );
+    const message = failure(path);
+    expect(message).toMatch(/prefix\.yaml:3:28: servers\.a\.prefix: must be 1-64 characters .*no "\."/);
+    expect(message).toMatch(/prefix\.yaml:4:29: servers\.e\.tools\.bad name: key must be 1-128 characters of letters, digits/);
+    expect(message).toMatch(/prefix\.yaml:5:3: servers\.bad server: key must be 1-64 characters/);
+  });
+
+  it('default to the server name and must leave unique tool names of at most 128 characters', () => {
+    const long = 'p'.repeat(64);
+    const path = file(
+      'collide.yaml',
+      [
+        'version: 1', // 1
+        'servers:', // 2
+        '  b: { command: x, prefix: shared }', // 3
+        '  c: { command: x, prefix: shared }', // 4
+        '  shared: { command: x }', // 5
+        `  d: { command: x, prefix: ${long}, tools: { ${'t'.repeat(64)}: { retryable: true }, ${'t'.repeat(63)}: {} } }`, // 6
+        '',
+      ].join('\n'),
+    );
+    const message = failure(path);
+    expect(message).toMatch(/collide\.yaml:4:28: servers\.c\.prefix: prefix "shared" is already the prefix of server "b"/);
+    expect(message).toMatch(/collide\.yaml:5:11: servers\.shared: prefix "shared" is already the prefix of server "b"/);
+    expect(message).toMatch(/collide\.yaml:6:\d+: servers\.d\.tools\.t{64}: "p{64}\.t{64}" is 129 characters; tool names are at most 128 \(shorten the prefix\)/);
+    expect(message).not.toMatch(/tools\.t{63}:/);
+    const ok = loadServersFile(file('prefix-ok.yaml', 'version: 1\nservers:\n  gh: { command: x }\n  gh-2: { command: x, prefix: gh_two }\n'), noEnv);
+    expect(ok.servers.map((s) => s.prefix)).toEqual(['gh', 'gh_two']);
+  });
+
+  it('name imported tools prefix.tool, or say why a name cannot be offered', () => {
+    expect(prefixedToolName('gh', 'create_issue')).toEqual({ ok: true, name: 'gh.create_issue' });
+    expect(prefixedToolName('gh', 'a.b-c')).toEqual({ ok: true, name: 'gh.a.b-c' });
+    expect(prefixedToolName('gh', 'café')).toEqual({ ok: false, reason: expect.stringMatching(/tool "café" must be 1-128 characters/) as string });
+    expect(prefixedToolName('gh', '')).toMatchObject({ ok: false });
+    expect(prefixedToolName('gh', 'x'.repeat(126))).toMatchObject({ ok: false, reason: expect.stringMatching(/129 characters/) as string });
+  });
+});
+
+describe('values from the environment and files', () => {
+  const token = 'tok-5f1c9e-never-shown';
+  const secretFile = file('token.txt', `${token}\n`);
+
+  it('are taken at load and shown only by where they came from', () => {
+    const path = file(
+      'secrets.yaml',
+      [
+        'version: 1',
+        'servers:',
+        '  s:',
+        '    command: x',
+        '    env: { PATH: { fromEnv: PATH }, TOKEN: { fromFile: ./token.txt }, PLAIN: literal }',
+        '  h:',
+        '    url: http://127.0.0.1:1/mcp',
+        `    headers: { Authorization: { fromFile: ${secretFile} }, X-Key: { fromEnv: API_KEY } }`,
+        '',
+      ].join('\n'),
+    );
+    const [s, h] = loadServersFile(path, { PATH: '/usr/bin:/bin', API_KEY: token }).servers;
+    const env = (s!.transport as StdioTransport).env;
+    const headers = (h!.transport as HttpTransport).headers;
+    // One trailing newline is dropped from a file.
+    expect(revealAll(env)).toEqual({ PATH: '/usr/bin:/bin', TOKEN: token, PLAIN: 'literal' });
+    expect(revealAll(headers)).toEqual({ Authorization: token, 'X-Key': token });
+    expect(env['TOKEN']).toBeInstanceOf(SecretValue);
+    expect((env['TOKEN'] as SecretValue).source).toBe(`file ${secretFile}`);
+    for (const shown of [JSON.stringify([s, h]), inspect([s, h], { depth: 10 }), String(headers['X-Key']), `${String(env['PATH'])}`]) expect(shown).not.toContain(token);
+    expect(JSON.stringify(headers)).toBe(`{"Authorization":"[secret from file ${secretFile}]","X-Key":"[secret from environment variable API_KEY]"}`);
+  });
+
+  it('that are missing or unusable are named, never shown', () => {
+    const nl = file('newline.txt', `${token}\nsecond line\n`);
+    const path = file(
+      'missing.yaml',
+      [
+        'version: 1', // 1
+        'servers:', // 2
+        '  s:', // 3
+        '    command: x', // 4
+        '    env:', // 5
+        '      TOKEN: { fromEnv: GITHUB_TOKEN }', // 6
+        '      KEY: { fromFile: ./no-such-secret }', // 7
+        '      NUL: { fromEnv: WITH_NUL }', // 8
+        '  h:', // 9
+        '    url: https://x.example/mcp', // 10
+        '    headers:', // 11
+        '      Authorization: { fromFile: ./newline.txt }', // 12
+        '      X-Key: { fromEnv: MULTI }', // 13
+        '',
+      ].join('\n'),
+    );
+    const message = failure(path, { MULTI: `${token}\r\nX-Evil: 1`, WITH_NUL: `${token}\0` });
+    expect(message).toMatch(/missing\.yaml:6:14: servers\.s\.env\.TOKEN: environment variable GITHUB_TOKEN is not set in the worker's environment/);
+    expect(message).toMatch(new RegExp(`missing\\.yaml:7:12: servers\\.s\\.env\\.KEY: cannot read file ${join(dir, 'no-such-secret')}: ENOENT`));
+    expect(message).toMatch(/missing\.yaml:8:12: servers\.s\.env\.NUL: the value from environment variable WITH_NUL contains a NUL character/);
+    expect(message).toMatch(new RegExp(`missing\\.yaml:12:22: servers\\.h\\.headers\\.Authorization: the value from file ${nl} contains a line break or NUL`));
+    expect(message).toMatch(/missing\.yaml:13:14: servers\.h\.headers\.X-Key: the value from environment variable MULTI contains a line break or NUL/);
+    expect(message).not.toContain(token);
+    expect(message).not.toContain('X-Evil');
+  });
+});

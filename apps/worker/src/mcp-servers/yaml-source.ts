@@ -1,0 +1,48 @@
+import { ConfigInvalidError } from '@forge-fleet/shared';
+import { isMap, isNode, isScalar, LineCounter, parseDocument } from 'yaml';
+
+/**
+ * A YAML (or JSON: YAML is a superset, so one parser serves both and every
+ * error names a line) document with the position of each of its parts.
+ *
+ * The same steps as the dispatcher's policy file (apps/dispatcher/src/approvals/policy-file.ts).
+ * Kept here rather than shared because sharing it means a `yaml` dependency in
+ * packages/shared and an edit of the dispatcher; both can move to one helper later.
+ */
+export interface YamlSource {
+  /** The document as plain JavaScript values. */
+  readonly value: unknown;
+  /**
+   * `file:line:col` of the deepest node on `path` that exists in the file (a
+   * missing key points at the object that lacks it), else the file's name.
+   * With `key`, the last step's key rather than its value: for an error in the key itself.
+   */
+  where(path: readonly PropertyKey[], options?: { readonly key?: boolean }): string;
+}
+
+/**
+ * Parses `text`, read from `file`, keeping node positions.
+ * @throws ConfigInvalidError (`invalid <what>: file:line:col: …`) for every syntax error, duplicate keys included.
+ */
+export function parseYamlSource(file: string, text: string, what: string): YamlSource {
+  const lines = new LineCounter();
+  const doc = parseDocument(text, { lineCounter: lines, prettyErrors: false });
+  const at = (offset: number): string => {
+    const { line, col } = lines.linePos(offset);
+    return `${file}:${line}:${col}`;
+  };
+  if (doc.errors.length > 0) throw new ConfigInvalidError(what, doc.errors.map((e) => `${at(e.pos[0])}: ${e.message}`));
+  return {
+    value: doc.toJS(),
+    where(path, options = {}) {
+      if (options.key === true && path.length > 0) {
+        const parent = doc.getIn(path.slice(0, -1) as (string | number)[], true);
+        const pair = isMap(parent) ? parent.items.find((p) => (isScalar(p.key) ? p.key.value : p.key) === path[path.length - 1]) : undefined;
+        if (isNode(pair?.key) && pair.key.range) return at(pair.key.range[0]);
+      }
+      let node: unknown;
+      for (let depth = path.length; depth >= 0 && !isNode(node); depth--) node = doc.getIn(path.slice(0, depth) as (string | number)[], true);
+      return isNode(node) && node.range !== undefined && node.range !== null ? at(node.range[0]) : file;
+    },
+  };
+}

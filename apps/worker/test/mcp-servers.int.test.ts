@@ -1,0 +1,220 @@
+import { spawn } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { isFleetError } from '@forge-fleet/shared';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { McpInstance } from '../src/mcp-servers/instance.js';
+import { findLaunchTools, type LaunchTools } from '../src/mcp-servers/launch-command.js';
+import { McpServerPool } from '../src/mcp-servers/server-pool.js';
+import { probeIsolation } from '../src/sandbox/probe.js';
+
+const require = createRequire(import.meta.url);
+const EVERYTHING = join(dirname(require.resolve('@modelcontextprotocol/server-everything/package.json')), 'dist/index.js');
+const PROBE_SERVER = fileURLToPath(new URL('./fixtures/mcp-probe-server.mjs', import.meta.url));
+const POOL_CHILD = fileURLToPath(new URL('./fixtures/mcp-pool-child.ts', import.meta.url));
+const ROOT = fileURLToPath(new URL('../../..', import.meta.url));
+
+const everything = { command: process.execPath, args: [EVERYTHING, 'stdio'] };
+const probeServer = { command: process.execPath, args: [PROBE_SERVER] };
+/** Bounded waits for what the pool does in the background. */
+const WAIT = { timeout: 15_000, interval: 20 };
+
+let tools: LaunchTools;
+const open: { close(): Promise<void> }[] = [];
+
+function track<T extends { close(): Promise<void> }>(thing: T): T {
+  open.push(thing);
+  return thing;
+}
+
+/** The code and message a promise rejects with. */
+async function failureOf(promise: Promise<unknown>): Promise<{ code: unknown; message: string; details: unknown }> {
+  const err: unknown = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  if (!isFleetError(err)) throw new Error(`expected a FleetError, got ${String(err)}`);
+  return { code: err.code, message: err.message, details: err.details };
+}
+
+function textOf(result: CallToolResult): string {
+  return result.content.map((block) => (block.type === 'text' ? block.text : '')).join('');
+}
+
+/** Processes (zombies too) whose process group is one of `groups`, read from /proc. */
+function processesInGroups(groups: readonly number[]): { pid: number; state: string }[] {
+  const found: { pid: number; state: string }[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+    } catch {
+      continue;
+    }
+    // "pid (comm) state ppid pgrp …": comm may hold spaces and parentheses, so fields are counted after the last ')'.
+    const [state = '', , pgrp = ''] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    if (groups.includes(Number(pgrp))) found.push({ pid: Number(name), state });
+  }
+  return found;
+}
+
+beforeAll(() => {
+  tools = findLaunchTools(probeIsolation(), process.env.PATH ?? '');
+});
+
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((thing) => thing.close()));
+});
+
+describe('one MCP server instance', () => {
+  it('lists the tools of server-everything and echoes', async () => {
+    const instance = track(await McpInstance.start({ server: 'everything', launch: { ...everything, env: {}, startupTimeoutMs: 20_000 }, tools }));
+    const listed = await instance.listTools({ timeoutMs: 10_000 });
+    expect(listed.map((t) => t.name)).toEqual(expect.arrayContaining(['echo', 'get-sum', 'trigger-long-running-operation']));
+    expect(listed.find((t) => t.name === 'echo')?.inputSchema).toMatchObject({ type: 'object', properties: { message: { type: 'string' } } });
+    expect(textOf(await instance.callTool('echo', { message: 'hello' }, { timeoutMs: 10_000 }))).toBe('Echo: hello');
+  });
+
+  it('sees exactly the environment it was given, in a process group of its own', async () => {
+    const instance = track(await McpInstance.start({ server: 'everything', launch: { ...everything, env: { FORGE_PROBE: 'yes' }, startupTimeoutMs: 20_000 }, tools }));
+    expect(JSON.parse(textOf(await instance.callTool('get-env', {}, { timeoutMs: 10_000 })))).toEqual({ FORGE_PROBE: 'yes' });
+    expect(processesInGroups([instance.pid]).map((p) => p.pid)).toContain(instance.pid);
+    expect(processesInGroups([process.pid]).map((p) => p.pid)).not.toContain(instance.pid);
+  });
+
+  it('fails to start with UNAVAILABLE and the server stderr when the process exits at once', async () => {
+    const launch = { command: process.execPath, args: ['-e', 'console.error("no config here"); process.exit(3)'], env: {}, startupTimeoutMs: 10_000 };
+    const failure = await failureOf(McpInstance.start({ server: 'broken', launch, tools }));
+    expect(failure.code).toBe('UNAVAILABLE');
+    expect(failure.message).toContain("MCP server 'broken'");
+  });
+
+  it('passes on progress of a long-running tool', async () => {
+    const instance = track(await McpInstance.start({ server: 'everything', launch: { ...everything, env: {}, startupTimeoutMs: 20_000 }, tools }));
+    const progress: number[] = [];
+    const result = await instance.callTool('trigger-long-running-operation', { duration: 0.3, steps: 3 }, { timeoutMs: 10_000, onProgress: (p) => progress.push(p.progress) });
+    expect(textOf(result)).toContain('Long running operation completed');
+    // The SDK hands notifications on a tick later than responses, so the last step, sent just before the result, may be lost.
+    expect(progress.slice(0, 2)).toEqual([1, 2]);
+    expect(progress.every((p, i) => p === i + 1)).toBe(true);
+  });
+
+  it('sends notifications/cancelled on abort, and the call ends with CANCELLED', async () => {
+    const instance = track(await McpInstance.start({ server: 'probe', launch: { ...probeServer, env: {}, startupTimeoutMs: 20_000 }, tools }));
+    const controller = new AbortController();
+    // Aborted once the server runs the call: an abort before the request is sent needs no cancel.
+    const call = instance.callTool('wait', {}, { timeoutMs: 20_000, signal: controller.signal, onProgress: () => controller.abort(new Error('the agent gave up')) });
+    const failure = await failureOf(call);
+    expect(failure.code).toBe('CANCELLED');
+    expect(failure.message).toContain('the agent gave up');
+    // The server saw the cancel: its handler's signal fired.
+    await vi.waitFor(async () => expect(textOf(await instance.callTool('cancellations', {}, { timeoutMs: 10_000 }))).toBe('1'), WAIT);
+  });
+});
+
+describe('a pool of MCP server instances', () => {
+  it('answers 200 concurrent calls over 2 instances of 8 calls each', async () => {
+    const pool = track(new McpServerPool({ server: 'everything', launch: everything, instances: { min: 2, max: 2, callsPerInstance: 8 } }, tools));
+    await pool.start();
+    let mostInFlight = 0;
+    const calls = Array.from({ length: 200 }, async (_, i) => {
+      const result = await pool.call({ tool: 'echo', arguments: { message: `m${i}` } });
+      mostInFlight = Math.max(mostInFlight, ...pool.status().instances.map((s) => s.inFlight));
+      return textOf(result);
+    });
+    expect(pool.status().waiting).toBe(200 - 16);
+    expect(await Promise.all(calls)).toEqual(Array.from({ length: 200 }, (_, i) => `Echo: m${i}`));
+    expect(mostInFlight).toBeLessThanOrEqual(8);
+    expect(pool.status().instances).toHaveLength(2);
+  });
+
+  it('fails a call whose instance is killed with a typed error, and replaces the instance', async () => {
+    const pool = track(new McpServerPool({ server: 'everything', launch: everything, instances: { min: 1, max: 1 }, restart: { initialDelayMs: 10 } }, tools));
+    await pool.start();
+    const [first] = pool.status().instances;
+    if (first === undefined) throw new Error('no instance started');
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => (started = resolve));
+    const call = pool.call({ tool: 'trigger-long-running-operation', arguments: { duration: 60, steps: 600 }, onProgress: () => started() });
+    await running;
+    process.kill(first.pid, 'SIGKILL');
+    expect((await failureOf(call)).details).toMatchObject({ failure: 'instance_lost', server: 'everything', pid: first.pid });
+    await vi.waitFor(() => expect(pool.status().instances.filter((i) => i.pid !== first.pid)).toHaveLength(1), WAIT);
+    expect(textOf(await pool.call({ tool: 'echo', arguments: { message: 'again' } }))).toBe('Echo: again');
+  });
+
+  it('replaces an instance that stops answering after a call timed out', async () => {
+    const pool = track(new McpServerPool({ server: 'probe', launch: probeServer, instances: { min: 1, max: 1 }, pingTimeoutMs: 200, restart: { initialDelayMs: 10 } }, tools));
+    await pool.start();
+    const frozen = pool.status().instances[0]?.pid;
+    await expect(pool.call({ tool: 'freeze', arguments: {}, timeoutMs: 200 })).rejects.toMatchObject({ code: 'EXECUTION_TIMEOUT' });
+    await vi.waitFor(() => expect(pool.status().instances.map((i) => i.pid).filter((pid) => pid !== frozen)).toHaveLength(1), WAIT);
+    await vi.waitFor(() => expect(processesInGroups(frozen === undefined ? [] : [frozen])).toEqual([]), WAIT);
+    expect(textOf(await pool.call({ tool: 'cancellations', arguments: {} }))).toBe('0');
+  });
+
+  it('stops for good on a crash loop, and calls then fail with UNAVAILABLE', async () => {
+    const launch = { command: process.execPath, args: ['-e', 'process.exit(1)'] };
+    const pool = track(new McpServerPool({ server: 'crashing', launch, instances: { min: 1, max: 1 }, restart: { initialDelayMs: 1, maxDelayMs: 5, crashLoopFailures: 3 } }, tools));
+    const stopped = new Promise((resolve) => pool.once('stopped', resolve));
+    await expect(pool.start()).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+    await stopped;
+    expect(pool.status().state).toBe('stopped');
+    const failure = await failureOf(pool.call({ tool: 'anything', arguments: {} }));
+    expect(failure.code).toBe('UNAVAILABLE');
+    expect(failure.message).toContain('not restarted again');
+  });
+
+  it('pins each caller to an instance of its own in perCaller mode, and reaps an idle session', async () => {
+    const pool = track(new McpServerPool({ server: 'probe', launch: probeServer, session: 'perCaller', instances: { min: 0, max: 2, idleMs: 300 } }, tools));
+    await pool.start();
+    const pidOf = async (caller: string): Promise<string> => textOf(await pool.call({ tool: 'pid', arguments: {}, caller }));
+    const alice = await Promise.all(Array.from({ length: 10 }, () => pidOf('alice')));
+    const bob = await Promise.all(Array.from({ length: 10 }, () => pidOf('bob')));
+    expect(new Set(alice).size).toBe(1);
+    expect(new Set(bob).size).toBe(1);
+    expect(alice[0]).not.toBe(bob[0]);
+    await expect(pool.call({ tool: 'pid', arguments: {} })).rejects.toMatchObject({ code: 'BAD_REQUEST' });
+    // Idle sessions end with their instances: the state of one caller never reaches another.
+    await vi.waitFor(() => expect(processesInGroups([Number(alice[0]), Number(bob[0])])).toEqual([]), WAIT);
+    expect(pool.status().instances).toEqual([]);
+  });
+
+  it('leaves no process behind after close()', async () => {
+    const pool = new McpServerPool({ server: 'everything', launch: everything, instances: { min: 2, max: 2 } }, tools);
+    await pool.start();
+    const pids = pool.status().instances.map((i) => i.pid);
+    expect(processesInGroups(pids)).toHaveLength(2);
+    await pool.close();
+    expect(processesInGroups(pids)).toEqual([]);
+    await expect(pool.call({ tool: 'echo', arguments: { message: 'late' } })).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+  });
+
+  it('leaves no server process behind when its worker is killed with SIGKILL', async () => {
+    const child = spawn(process.execPath, ['--conditions=forge-source', '--import', 'tsx', POOL_CHILD], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    try {
+      const stderr: string[] = [];
+      child.stderr.on('data', (chunk: Buffer) => stderr.push(chunk.toString('utf8')));
+      const lines = createInterface({ input: child.stdout });
+      const firstLine = await new Promise<string>((resolve, reject) => {
+        lines.once('line', resolve);
+        child.once('exit', (code) => reject(new Error(`the pool child exited (${code}) before starting its pool: ${stderr.join('')}`)));
+      });
+      const pids = JSON.parse(firstLine) as number[];
+      expect(pids).toHaveLength(2);
+      expect(processesInGroups(pids)).toHaveLength(2);
+      child.kill('SIGKILL');
+      await exited;
+      await vi.waitFor(() => expect(processesInGroups(pids)).toEqual([]), WAIT);
+    } finally {
+      child.kill('SIGKILL');
+      await exited;
+    }
+  });
+});
