@@ -143,7 +143,7 @@ describe('a pool of MCP server instances', () => {
     const call = pool.call({ tool: 'trigger-long-running-operation', arguments: { duration: 60, steps: 600 }, onProgress: () => started() });
     await running;
     process.kill(first.pid, 'SIGKILL');
-    expect((await failureOf(call)).details).toMatchObject({ failure: 'instance_lost', server: 'everything', pid: first.pid });
+    expect(await failureOf(call)).toMatchObject({ code: 'MCP_SERVER_LOST', details: { server: 'everything', pid: first.pid } });
     await vi.waitFor(() => expect(pool.status().instances.filter((i) => i.pid !== first.pid)).toHaveLength(1), WAIT);
     expect(textOf(await pool.call({ tool: 'echo', arguments: { message: 'again' } }))).toBe('Echo: again');
   });

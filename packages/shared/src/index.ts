@@ -34,6 +34,7 @@ export {
   PayloadTooLargeError,
   ExpiredError,
   WorkerLostError,
+  McpServerLostError,
   IdempotencyConflictError,
   RouteNotFoundError,
   WaitTimeoutError,

@@ -1,10 +1,9 @@
 import { EventEmitter } from 'node:events';
-import { CancelledError, ExecutionFailedError, ExecutionTimeoutError, isFleetError, UnavailableError } from '@forge-fleet/shared';
+import { CancelledError, ExecutionFailedError, ExecutionTimeoutError, isFleetError, McpServerLostError, UnavailableError } from '@forge-fleet/shared';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { type CallToolResult, ErrorCode as McpErrorCode, McpError, type Progress, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import { type LaunchTools, stdioLaunchParameters } from './launch-command.js';
-import { McpInstanceLostError } from './instance-lost-error.js';
 import type { McpStdioLaunch } from './pool-options.js';
 
 /** The last bytes of a server's stderr kept for messages: enough for a stack trace's head, bounded however much it writes. */
@@ -133,7 +132,7 @@ export class McpInstance extends EventEmitter<McpInstanceEvents> {
    *
    * @throws CancelledError when `options.signal` aborts (a cancel was sent to the server).
    * @throws ExecutionTimeoutError past `options.timeoutMs` (a cancel was sent to the server).
-   * @throws McpInstanceLostError when the process ends before the call does.
+   * @throws McpServerLostError when the process ends before the call does.
    * @throws ExecutionFailedError when the server answers with a JSON-RPC error (unknown tool, bad arguments…).
    */
   async callTool(name: string, args: Record<string, unknown>, options: McpCallOptions): Promise<CallToolResult> {
@@ -200,8 +199,8 @@ export class McpInstance extends EventEmitter<McpInstanceEvents> {
     this.emit('exit', { pid: this.pid, expected: this.#expected, stderrTail: this.#stderrTail });
   }
 
-  #lost(toolName: string, cause?: unknown): McpInstanceLostError {
-    return new McpInstanceLostError(toolName, this.server, this.pid, { stderrTail: this.#stderrTail.trim().slice(-1000), cause });
+  #lost(toolName: string, cause?: unknown): McpServerLostError {
+    return new McpServerLostError(toolName, this.server, this.pid, { stderrTail: this.#stderrTail.trim().slice(-1000), cause });
   }
 }
 

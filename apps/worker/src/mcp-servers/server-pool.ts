@@ -133,7 +133,7 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
    *
    * @throws CancelledError when `call.signal` aborts, waiting or running.
    * @throws ExecutionTimeoutError past the call's timeout; the instance is replaced if it then does not answer a ping.
-   * @throws McpInstanceLostError when the instance dies during the call.
+   * @throws McpServerLostError when the instance dies during the call.
    * @throws UnavailableError when the pool is stopped or closed.
    * @throws BadRequestError when a `perCaller` call has no caller.
    */

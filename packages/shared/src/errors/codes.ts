@@ -40,6 +40,8 @@ export const ERROR_TABLE = freezeRows({
   PAYLOAD_TOO_LARGE: { status: 413, retryable: false },
   EXPIRED: { status: 410, retryable: false },
   WORKER_LOST: { status: 502, retryable: true },
+  // The MCP server process running a call died under it: like WORKER_LOST, whether it took effect is unknown.
+  MCP_SERVER_LOST: { status: 502, retryable: true },
   ROUTE_NOT_FOUND: { status: 404, retryable: false },
   // The caller stopped waiting; the call goes on, so waiting again may well see it end.
   WAIT_TIMEOUT: { status: 408, retryable: true },

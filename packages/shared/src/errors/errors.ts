@@ -329,6 +329,29 @@ export interface WorkerLostOptions {
  * ends without another run: whether it took effect is unknown.
  * `details.reason` is its {@link WorkerLossReason}.
  */
+/**
+ * The MCP server instance running a call ended (died, or was replaced for not
+ * answering) before the call did: whether the call took effect is unknown.
+ * Retryable as a kind; a tool not flagged retryable is not run again, and its
+ * caller is told `retryable: false`.
+ */
+export class McpServerLostError extends FleetError {
+  readonly code = ErrorCode.MCP_SERVER_LOST;
+  constructor(
+    readonly toolName: string,
+    readonly server: string,
+    readonly pid: number,
+    options: { stderrTail?: string; cause?: unknown } = {},
+  ) {
+    const tail = options.stderrTail === undefined || options.stderrTail === '' ? '' : `; its last stderr: ${options.stderrTail}`;
+    super(
+      `the instance (pid ${pid}) of MCP server '${server}' running tool '${toolName}' ended before the call did, so whether it took effect is unknown${tail}; check before calling it again`,
+      { toolName, server, pid },
+      { cause: options.cause },
+    );
+  }
+}
+
 export class WorkerLostError extends FleetError {
   readonly code = ErrorCode.WORKER_LOST;
   /** How the call was lost; `undefined` only when built with the deprecated free-text form. */
