@@ -30,6 +30,11 @@ export function prototypeKeyPath(value: unknown): { key: string; path: string } 
 /** Text that may hold a prototype key (an escape can spell one): only such bodies are walked. */
 const MAYBE_PROTOTYPE_KEY = /proto|constructor|\\u/;
 
+/** {@link prototypeKeyPath} of a body parsed from `text`, walking it only when the text could hold such a key. */
+export function prototypeKeyIn(text: string, value: unknown): { key: string; path: string } | undefined {
+  return MAYBE_PROTOTYPE_KEY.test(text) ? prototypeKeyPath(value) : undefined;
+}
+
 /**
  * Parses JSON request bodies. `JSON.parse` itself never touches a prototype (it
  * defines `__proto__` as an own key); what is done with such a key is decided here:
@@ -52,11 +57,9 @@ export function jsonBodies(app: FastifyInstance, prototypeKeys: 'refuse' | 'keep
     } catch (error) {
       return done(new BadRequestError(`the body is not valid JSON (${error instanceof Error ? error.message : String(error)})`), undefined);
     }
-    if (prototypeKeys === 'refuse' && MAYBE_PROTOTYPE_KEY.test(body)) {
-      const found = prototypeKeyPath(value);
-      if (found !== undefined) {
-        return done(new BadRequestError(`the key '${found.key}' (at '${found.path}') is refused anywhere in a body: merged into an object it can reach Object.prototype; rename the field`, { key: found.key }), undefined);
-      }
+    const found = prototypeKeys === 'refuse' ? prototypeKeyIn(body, value) : undefined;
+    if (found !== undefined) {
+      return done(new BadRequestError(`the key '${found.key}' (at '${found.path}') is refused anywhere in a body: merged into an object it can reach Object.prototype; rename the field`, { key: found.key }), undefined);
     }
     done(null, value);
   });

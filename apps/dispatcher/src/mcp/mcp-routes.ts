@@ -22,7 +22,7 @@ import { asFleetError } from '../http/errors.js';
 import { dispatcherVersion } from '../http/openapi.js';
 import type { CallService } from '../pipeline/call-service.js';
 import { checkArguments } from '../limits/arguments.js';
-import { prototypeKeyPath } from '../http/json-body.js';
+import { prototypeKeyIn, prototypeKeyPath } from '../http/json-body.js';
 import { refusalOf, toCallToolResult } from './call-results.js';
 import type { McpCancelBus } from './cancel-bus.js';
 import { InFlightCalls } from './in-flight.js';
@@ -189,8 +189,8 @@ class McpBody {
  * error result), so the same arguments get the same answer on every entrance.
  * Anywhere else the message itself is refused (-32600).
  */
-function prototypeProblem(value: unknown): 'forbidden-key' | 'forbidden-argument' | undefined {
-  const found = prototypeKeyPath(value);
+function prototypeProblem(text: string, value: unknown): 'forbidden-key' | 'forbidden-argument' | undefined {
+  const found = prototypeKeyIn(text, value);
   if (found === undefined) return undefined;
   const message = value as { method?: unknown; params?: { arguments?: unknown } };
   const inArguments = found.path.startsWith('params.arguments.') && message.method === 'tools/call' && prototypeKeyPath({ ...message, params: { ...message.params, arguments: {} } }) === undefined;
@@ -246,7 +246,7 @@ export function mcpRoutes(deps: McpDeps, options: McpOptions = {}) {
         done(null, new McpBody(undefined, 'not-json'));
         return;
       }
-      const problem = /proto|constructor|\\u/.test(text) ? prototypeProblem(value) : undefined;
+      const problem = prototypeProblem(text, value);
       done(null, new McpBody(problem === undefined ? value : problem === 'forbidden-argument' ? value : undefined, problem));
     });
     app.post('/mcp', async (request, reply) => {

@@ -2,6 +2,21 @@ import { ConfigInvalidError } from '@forge-fleet/shared';
 import { z } from 'zod';
 
 /**
+ * The pool's defaults, in one place: the schemas below and the servers file
+ * (servers-file.ts) read them from here.
+ */
+export const POOL_DEFAULTS = Object.freeze({
+  startupTimeoutMs: 30_000,
+  instances: Object.freeze({ min: 1, max: 4 }),
+  callsPerInstance: 8,
+  idleMs: 300_000,
+  session: 'shared' as const,
+  callTimeoutMs: 60_000,
+  pingTimeoutMs: 5_000,
+  restart: Object.freeze({ initialDelayMs: 250, maxDelayMs: 30_000, stableAfterMs: 10_000, crashLoopFailures: 5, crashLoopWindowMs: 60_000 }),
+});
+
+/**
  * How to start one stdio MCP server process. The environment is exactly
  * {@link McpStdioLaunch.env}: nothing of the worker's own environment reaches the
  * server, so the command is looked up on the `PATH` given here (or the
@@ -26,7 +41,7 @@ export const McpStdioLaunch = z.object({
    * How long a process may take from spawn to answering `initialize`, in milliseconds.
    * @defaultValue 30000
    */
-  startupTimeoutMs: z.number().int().positive().default(30_000),
+  startupTimeoutMs: z.number().int().positive().default(POOL_DEFAULTS.startupTimeoutMs),
 });
 export type McpStdioLaunch = z.infer<typeof McpStdioLaunch>;
 
@@ -42,23 +57,23 @@ export const McpServerPoolOptions = z
          * Instances kept running even when no call needs them.
          * @defaultValue 1
          */
-        min: z.number().int().nonnegative().default(1),
+        min: z.number().int().nonnegative().default(POOL_DEFAULTS.instances.min),
         /**
          * Most instances running at once.
          * @defaultValue 4
          */
-        max: z.number().int().positive().default(4),
+        max: z.number().int().positive().default(POOL_DEFAULTS.instances.max),
         /**
          * Calls one instance serves at the same time; further calls wait for a free slot.
          * @defaultValue 8
          */
-        callsPerInstance: z.number().int().positive().default(8),
+        callsPerInstance: z.number().int().positive().default(POOL_DEFAULTS.callsPerInstance),
         /**
          * How long an instance goes without calls before it is retired: in `perCaller` mode its caller's session
          * ends with it (its state belongs to that caller); in `shared` mode only instances above `min` retire.
          * @defaultValue 300000
          */
-        idleMs: z.number().int().positive().default(300_000),
+        idleMs: z.number().int().positive().default(POOL_DEFAULTS.idleMs),
       })
       .prefault({}),
     /**
@@ -66,44 +81,44 @@ export const McpServerPoolOptions = z
      * caller's calls go to it, so a stateful server's state never crosses callers.
      * @defaultValue 'shared'
      */
-    session: z.enum(['shared', 'perCaller']).default('shared'),
+    session: z.enum(['shared', 'perCaller']).default(POOL_DEFAULTS.session),
     /**
      * How long one call may run, in milliseconds, when the call gives no timeout of its own.
      * @defaultValue 60000
      */
-    callTimeoutMs: z.number().int().positive().default(60_000),
+    callTimeoutMs: z.number().int().positive().default(POOL_DEFAULTS.callTimeoutMs),
     /**
      * After a call times out, how long the instance has to answer a `ping`; one that does not is replaced.
      * @defaultValue 5000
      */
-    pingTimeoutMs: z.number().int().positive().default(5_000),
+    pingTimeoutMs: z.number().int().positive().default(POOL_DEFAULTS.pingTimeoutMs),
     restart: z
       .object({
         /**
          * Wait before replacing an instance after the first failure in a row, in milliseconds; doubles with each further one.
          * @defaultValue 250
          */
-        initialDelayMs: z.number().int().nonnegative().default(250),
+        initialDelayMs: z.number().int().nonnegative().default(POOL_DEFAULTS.restart.initialDelayMs),
         /**
          * The longest wait between restarts, in milliseconds.
          * @defaultValue 30000
          */
-        maxDelayMs: z.number().int().nonnegative().default(30_000),
+        maxDelayMs: z.number().int().nonnegative().default(POOL_DEFAULTS.restart.maxDelayMs),
         /**
          * An instance that ran this long before it died ends a run of failures: the next wait is the initial one again.
          * @defaultValue 10000
          */
-        stableAfterMs: z.number().int().nonnegative().default(10_000),
+        stableAfterMs: z.number().int().nonnegative().default(POOL_DEFAULTS.restart.stableAfterMs),
         /**
          * Failures (deaths, failed starts, unresponsive instances) within {@link windowMs} that stop the pool for good.
          * @defaultValue 5
          */
-        crashLoopFailures: z.number().int().positive().default(5),
+        crashLoopFailures: z.number().int().positive().default(POOL_DEFAULTS.restart.crashLoopFailures),
         /**
          * The window {@link crashLoopFailures} are counted in, in milliseconds.
          * @defaultValue 60000
          */
-        crashLoopWindowMs: z.number().int().positive().default(60_000),
+        crashLoopWindowMs: z.number().int().positive().default(POOL_DEFAULTS.restart.crashLoopWindowMs),
       })
       .prefault({}),
   })

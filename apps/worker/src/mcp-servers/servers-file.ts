@@ -2,6 +2,7 @@ import { readFileSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { ConfigInvalidError, MAX_TIMEOUT_MS, PoolName, type Tier, TierInput, ToolName } from '@forge-fleet/shared';
 import { z } from 'zod';
+import { POOL_DEFAULTS } from './pool-options.js';
 import { type ConfigValue, SecretValue } from './secret-value.js';
 import { parseYamlSource, type YamlSource } from './yaml-source.js';
 
@@ -21,25 +22,26 @@ export const SERVER_DEFAULTS = Object.freeze({
    */
   tier: 'host' as const,
   /**
-   * One warm instance, never more: a second copy of a server nobody said may
-   * run twice can split or corrupt state it keeps on disk (server-memory writes
-   * one JSON file). Scaling out is the operator's call.
+   * One warm instance, never more — the one default that differs from the
+   * pool's: a second copy of a server nobody said may run twice can split or
+   * corrupt state it keeps on disk (server-memory writes one JSON file).
+   * Scaling out is the operator's call.
    */
-  instances: Object.freeze({ min: 1, max: 1 }),
+  instances: Object.freeze({ min: POOL_DEFAULTS.instances.min, max: 1 }),
   /** Calls one instance has in flight at once: MCP multiplexes requests on one connection, and servers written as a loop just queue them. */
-  callsPerInstance: 8,
+  callsPerInstance: POOL_DEFAULTS.callsPerInstance,
   /** Long enough for `npx`/`uvx` to fetch a package on a cold cache (10–15 s is common), short enough that a hung start is seen. */
-  startupTimeoutMs: 30_000,
+  startupTimeoutMs: POOL_DEFAULTS.startupTimeoutMs,
   /** The first restart after a crash waits this long, doubling up to `maxMs`, so a crash loop costs little CPU. */
-  restartBackoff: Object.freeze({ initialMs: 250, maxMs: 30_000 }),
+  restartBackoff: Object.freeze({ initialMs: POOL_DEFAULTS.restart.initialDelayMs, maxMs: POOL_DEFAULTS.restart.maxDelayMs }),
   /** `shared`: any instance serves any call; right for stateless servers, which most are. */
-  session: 'shared' as const,
+  session: POOL_DEFAULTS.session,
   /**
    * Instances idle this long are stopped (a `perCaller` caller's instance, or
    * a `shared` instance above `min`). Five minutes: an agent thinks for
    * minutes between calls, and a reaped browser or database session loses its work.
    */
-  idleMs: 300_000,
+  idleMs: POOL_DEFAULTS.idleMs,
 });
 
 const int = () => z.number().int();
