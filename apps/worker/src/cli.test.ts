@@ -9,6 +9,8 @@ describe('forge-worker command line and environment', () => {
     expect(parseWorkerArgs(['--tier', 'platform', '--tools', 'x.ts'])).toEqual({ tier: 'platform', tools: 'x.ts', concurrency: 16, 'strict-sandbox': false });
     expect(parseWorkerArgs(['--tier', 'platform', '--tools', 'x.ts', '--strict-sandbox'])['strict-sandbox']).toBe(true);
     expect(parseWorkerArgs(['--tier', 'platform', '--tools', 'x.ts', '--sandbox-isolation', 'call'])['sandbox-isolation']).toBe('call');
+    expect(parseWorkerArgs(['--tier', 'host', '--pool', 'gh', '--mcp', 'servers.yaml'])).toMatchObject({ tier: 'host', pool: 'gh', mcp: 'servers.yaml' });
+    expect(parseWorkerArgs(['--tier', 'host', '--pool', 'gh', '--mcp', 'servers.yaml']).tools).toBeUndefined();
     expect(parseWorkerEnv({ REDIS_URL: 'redis://x', FORGE_SANDBOX_ISOLATION: 'call', FORGE_SANDBOX_MAX_PROCESSES: '8' })).toMatchObject({ FORGE_SANDBOX_ISOLATION: 'call', FORGE_SANDBOX_MAX_PROCESSES: 8 });
     expect(() => parseWorkerEnv({ REDIS_URL: 'redis://x', FORGE_SANDBOX_ISOLATION: 'process' })).toThrow(/FORGE_SANDBOX_ISOLATION/);
     expect(parseWorkerArgs(['--tier', 'external', '--pool', 'payments', '--tools', 'x.ts', '--concurrency', '4'])).toMatchObject({ tier: 'host', pool: 'payments', concurrency: 4 });
@@ -21,6 +23,8 @@ describe('forge-worker command line and environment', () => {
     [['--tier', 'platform', '--tools', 'x.ts', '--concurrency', '0'], /concurrency/],
     [['--tier', 'platform', '--tools', 'x.ts', '--bogus'], /bogus/],
     [['--tier', 'platform', '--tools', 'x.ts', '--sandbox-isolation', 'process'], /sandbox-isolation/],
+    [['--tier', 'platform'], /--tools <module>, --mcp <servers file>, or both/],
+    [['--tier', 'platform', '--mcp', ''], /mcp/],
   ])('refuses %j with CONFIG_INVALID naming the problem', (argv, problem) => {
     expect(() => parseWorkerArgs(argv)).toThrow(expect.objectContaining({ code: 'CONFIG_INVALID', message: expect.stringMatching(problem) as string }) as Error);
   });

@@ -2,13 +2,16 @@ import { parseArgs } from 'node:util';
 import { ConfigInvalidError, PoolName, ProcessIsolation, TierInput } from '@forge-fleet/shared';
 import { z } from 'zod';
 
-export const USAGE = 'usage: forge-worker --tier <platform|embedded|host> [--pool NAME] --tools <module> [--pack NAME] [--concurrency N] [--id ID] [--strict-sandbox] [--sandbox-isolation caller|call]';
+export const USAGE = 'usage: forge-worker --tier <platform|embedded|host> [--pool NAME] (--tools <module> | --mcp <servers.yaml> | both) [--pack NAME] [--concurrency N] [--id ID] [--strict-sandbox] [--sandbox-isolation caller|call]';
 
 /** The worker's command line. */
 export const WorkerArgs = z.object({
   tier: TierInput,
   pool: PoolName.optional(),
-  tools: z.string().min(1),
+  /** A tools module (`defineTool` tools). */
+  tools: z.string().min(1).optional(),
+  /** An MCP servers file (docs/mcp-servers.md): the servers it places in this worker's lane run here, and their tools are served. */
+  mcp: z.string().min(1).optional(),
   /**
    * Names this worker's tool pack, so its queue (`{<prefix>.<lane>}.<pack>`) is known before it starts (an
    * autoscaler watching it). Every worker of a named pack must serve the same tools. @defaultValue a hash of its tools
@@ -30,7 +33,7 @@ export function parseWorkerArgs(argv: readonly string[]): Readonly<WorkerArgs> {
   try {
     ({ values } = parseArgs({
       args: [...argv],
-      options: { tier: { type: 'string' }, pool: { type: 'string' }, tools: { type: 'string' }, pack: { type: 'string' }, concurrency: { type: 'string' }, id: { type: 'string' }, 'strict-sandbox': { type: 'boolean' }, 'sandbox-isolation': { type: 'string' } },
+      options: { tier: { type: 'string' }, pool: { type: 'string' }, tools: { type: 'string' }, mcp: { type: 'string' }, pack: { type: 'string' }, concurrency: { type: 'string' }, id: { type: 'string' }, 'strict-sandbox': { type: 'boolean' }, 'sandbox-isolation': { type: 'string' } },
       strict: true,
     }));
   } catch (error) {
@@ -42,5 +45,6 @@ export function parseWorkerArgs(argv: readonly string[]): Readonly<WorkerArgs> {
   }
   const args = Object.freeze(parsed.data);
   if (args.pool !== undefined && args.tier !== 'host') throw new ConfigInvalidError('worker arguments', ['--pool applies to --tier host only', USAGE]);
+  if (args.tools === undefined && args.mcp === undefined) throw new ConfigInvalidError('worker arguments', ['give --tools <module>, --mcp <servers file>, or both: a worker with neither has nothing to serve', USAGE]);
   return args;
 }

@@ -2,14 +2,20 @@
  * `forge-worker`: serves the tools of one tier (and, for host, one pool) from
  * a tools module. Reads REDIS_URL and the FORGE_* variables (see env.ts).
  */
-import { availableParallelism } from 'node:os';
-import { ConfigInvalidError, isFleetError, runMain, secretFromEnv } from '@forge-fleet/shared';
+import { randomBytes } from 'node:crypto';
+import { availableParallelism, hostname } from 'node:os';
+import { ConfigInvalidError, isFleetError, runMain, secretFromEnv, type Tool } from '@forge-fleet/shared';
 import { FleetMetrics, type MetricsServer, serveMetrics, setupTracing, ToolTracer } from '@forge-fleet/telemetry';
 import { pino } from 'pino';
 import { parseWorkerArgs, USAGE } from './cli.js';
 import { parseWorkerEnv } from './env.js';
+import { findLaunchTools } from './mcp-servers/launch-command.js';
+import { loadServersFile } from './mcp-servers/servers-file.js';
+import { WorkerServers } from './mcp-servers/worker-servers.js';
+import { ServingPool } from './pools/serving-pool.js';
 import { WorkerPool } from './pools/worker-pool.js';
 import { type Sandbox, startSandbox, unenforced } from './sandbox/index.js';
+import { probeIsolation } from './sandbox/probe.js';
 import { loadToolsModule, selectTools } from './tools/load.js';
 import { WasmToolExecutor } from './wasm/index.js';
 
@@ -26,7 +32,7 @@ runMain('forge-worker', async () => {
   const log = pino({ level: env.LOG_LEVEL, base: { app: 'forge-worker', tier: args.tier, pool: args.pool, pid: process.pid } });
   const metrics = new FleetMetrics('worker', {}, { tier: args.tier, ...(args.pool === undefined ? {} : { pool: args.pool }) });
   const tracing = await setupTracing('forge-worker');
-  let tools = selectTools(await loadToolsModule(args.tools), args.tier, args.pool);
+  let tools = args.tools === undefined ? [] : selectTools(await loadToolsModule(args.tools), args.tier, args.pool);
   const strict = args['strict-sandbox'] || (env.FORGE_STRICT_SANDBOX === undefined ? env.NODE_ENV === 'production' : env.FORGE_STRICT_SANDBOX === '1' || env.FORGE_STRICT_SANDBOX === 'true');
   if (strict && args.tier !== 'host' && env.FORGE_SANDBOX === 'off') {
     throw new ConfigInvalidError('worker environment', ['FORGE_SANDBOX=off contradicts the strict sandbox (--strict-sandbox, FORGE_STRICT_SANDBOX, or NODE_ENV=production)']);
@@ -36,7 +42,7 @@ runMain('forge-worker', async () => {
   // WebAssembly tools isolate themselves (WASI without preopens or environment, in worker threads: see docs/wasm.md);
   // Node's permission model in the sandbox would forbid both. Every other Platform/Embedded handler is sandboxed.
   const boxed = tools.filter((t) => !(t.executor instanceof WasmToolExecutor));
-  if (args.tier !== 'host' && env.FORGE_SANDBOX === 'on' && boxed.length > 0) {
+  if (args.tier !== 'host' && env.FORGE_SANDBOX === 'on' && boxed.length > 0 && args.tools !== undefined) {
     // The flag wins over the environment; the defaults live in the sandbox's AssignmentOptions.
     const processIsolation = args['sandbox-isolation'] ?? env.FORGE_SANDBOX_ISOLATION;
     sandbox = await startSandbox({
@@ -67,56 +73,93 @@ runMain('forge-worker', async () => {
   } else if (args.tier !== 'host' && boxed.length > 0) {
     log.warn('FORGE_SANDBOX=off: platform/embedded handlers run inside the worker process (development only)');
   }
-  const pool = new WorkerPool({
-    redis: env.REDIS_URL,
-    prefix: env.FORGE_PREFIX,
-    tier: args.tier,
-    pool: args.pool,
-    pack: args.pack,
-    tools,
-    concurrency: args.concurrency,
-    lockDurationMs: env.FORGE_LOCK_DURATION_MS,
-    leaseMs: env.FORGE_LEASE_MS,
-    keyCheckWaitMs: env.FORGE_KEY_CHECK_WAIT_MS,
-    shutdownGraceMs: env.FORGE_SHUTDOWN_GRACE_MS,
-    retentionMs: env.FORGE_RESULT_RETENTION_MS,
-    retryAttempts: env.FORGE_RETRY_ATTEMPTS,
-    retryBackoffMs: env.FORGE_RETRY_BACKOFF_MS,
-    id: args.id,
-    callKey,
-    maxResultBytes: env.FORGE_MAX_RESULT_BYTES,
-    progressIntervalMs: env.FORGE_PROGRESS_INTERVAL_MS,
-    metrics,
-    tracer: ToolTracer.of(tracing),
-    // A call key found wrong after start (no dispatcher had published its lane's check then): stop and exit 1.
-    onFatal: (error) => {
-      void (async () => {
-        await pool.stop().catch(() => undefined);
-        await sandbox?.close().catch(() => undefined);
-        process.stderr.write(`forge-worker: ${isFleetError(error) ? `${error.code}: ${error.message}` : String(error)}\n`);
-        process.exit(1);
-      })();
-    },
-    log,
-  });
+  const makePool = (served: readonly Tool[], id: string): WorkerPool =>
+    new WorkerPool({
+      redis: env.REDIS_URL,
+      prefix: env.FORGE_PREFIX,
+      tier: args.tier,
+      pool: args.pool,
+      pack: args.pack,
+      tools: served,
+      concurrency: args.concurrency,
+      lockDurationMs: env.FORGE_LOCK_DURATION_MS,
+      leaseMs: env.FORGE_LEASE_MS,
+      keyCheckWaitMs: env.FORGE_KEY_CHECK_WAIT_MS,
+      shutdownGraceMs: env.FORGE_SHUTDOWN_GRACE_MS,
+      retentionMs: env.FORGE_RESULT_RETENTION_MS,
+      retryAttempts: env.FORGE_RETRY_ATTEMPTS,
+      retryBackoffMs: env.FORGE_RETRY_BACKOFF_MS,
+      id,
+      callKey,
+      maxResultBytes: env.FORGE_MAX_RESULT_BYTES,
+      progressIntervalMs: env.FORGE_PROGRESS_INTERVAL_MS,
+      metrics,
+      tracer: ToolTracer.of(tracing),
+      // A call key found wrong after start (no dispatcher had published its lane's check then): stop and exit 1.
+      onFatal: (error) => {
+        void (async () => {
+          await serving.stop().catch(() => undefined);
+          await sandbox?.close().catch(() => undefined);
+          await servers?.close().catch(() => undefined);
+          process.stderr.write(`forge-worker: ${isFleetError(error) ? `${error.code}: ${error.message}` : String(error)}\n`);
+          process.exit(1);
+        })();
+      },
+      log,
+    });
+  // MCP servers (--mcp): the file's servers placed in this worker's lane run here, in its tier's isolation.
+  let servers: WorkerServers | undefined;
+  if (args.mcp !== undefined) {
+    const file = loadServersFile(args.mcp, process.env);
+    const sandboxServers = args.tier !== 'host' && env.FORGE_SANDBOX === 'on';
+    if (args.tier !== 'host' && !sandboxServers) log.warn('FORGE_SANDBOX=off: platform/embedded MCP servers run unconfined (development only)');
+    servers = new WorkerServers({ servers: file.servers, tier: args.tier, pool: args.pool, launchTools: findLaunchTools(probeIsolation(), process.env.PATH ?? ''), sandbox: sandboxServers, log });
+    if (servers.names.length === 0) {
+      throw new ConfigInvalidError('MCP servers file', [`${file.source} places no server (and no tool) in tier ${args.tier}${args.pool === undefined ? '' : `, pool ${args.pool}`}: give this worker the --tier/--pool of a server, or set tier/pool in the file`]);
+    }
+    await servers.start();
+    for (const s of servers.status()) log.info({ server: s.name, state: s.state, tools: s.tools, ...(s.error === undefined ? {} : { err: s.error }) }, 'MCP server');
+  }
+  const moduleTools = tools;
+  const served = (): Tool[] => {
+    const own = new Set(moduleTools.map((t) => t.definition.name));
+    const fromServers = servers?.tools() ?? [];
+    // The module's tools win: a server whose list gains one of their names does not take it over.
+    for (const t of fromServers) if (own.has(t.definition.name)) log.warn({ tool: t.definition.name }, "an MCP server lists a tool of the tools module's name; the module's is served");
+    return [...moduleTools, ...fromServers.filter((t) => !own.has(t.definition.name))];
+  };
+  {
+    const own = new Set(moduleTools.map((t) => t.definition.name));
+    const clashes = (servers?.tools() ?? []).map((t) => t.definition.name).filter((n) => own.has(n));
+    if (clashes.length > 0) await servers?.close();
+    if (clashes.length > 0) throw new ConfigInvalidError('worker tools', [`the tools module and the MCP servers file both offer ${clashes.join(', ')}: rename the module's tools or give the server another prefix`]);
+  }
+  const serving = new ServingPool({ make: makePool, id: args.id ?? `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`, shutdownGraceMs: env.FORGE_SHUTDOWN_GRACE_MS, log });
   let server: MetricsServer | undefined;
   try {
-    await pool.start();
+    await serving.start(served());
+    servers?.on('toolsChanged', () => {
+      serving.retool(served()).catch((err: unknown) => log.error({ err }, 'could not serve the MCP servers\' new tools; the previous set is served'));
+    });
     if (env.FORGE_METRICS_PORT !== 'off') {
-      server = await serveMetrics({ port: env.FORGE_METRICS_PORT, host: env.FORGE_METRICS_HOST, metrics, ready: () => pool.ready });
+      // Ready while it takes calls; a server that is down leaves the worker ready for its other tools, and is named.
+      const ready = () => (servers === undefined ? serving.ready : { ok: serving.ready, servers: servers.status() });
+      server = await serveMetrics({ port: env.FORGE_METRICS_PORT, host: env.FORGE_METRICS_HOST, metrics, ready });
       log.info({ port: server.port }, 'metrics and probes listening (/metrics, /healthz, /readyz)');
     }
   } catch (error) {
-    await pool.stop();
+    await serving.stop();
     await sandbox?.close();
+    await servers?.close();
     throw error;
   }
   // The pool bounds its own shutdown: after the grace period it aborts what is still running; then the sandbox goes.
   return {
     log,
     stop: async () => {
-      await pool.stop();
+      await serving.stop();
       await sandbox?.close();
+      await servers?.close();
       await server?.close();
       await tracing.shutdown();
     },

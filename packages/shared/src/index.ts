@@ -60,6 +60,8 @@ export { classifyTier, requiresAuthorization, executionContextFor, type Executio
 
 // tools
 export { ToolName, ToolCallId, ToolCall, ToolResult } from './tools/call.js';
+export { ContentBlock, TextBlock, ImageBlock, AudioBlock, ResourceLinkBlock, EmbeddedResourceBlock, ResourceContents, textOfBlocks } from './tools/content-blocks.js';
+export { toolContent, isToolContent, blocksResult, blocksOfResult, type ToolContent, type ToolContentOptions, type BlocksResult } from './tools/tool-content.js';
 export { ToolDefinition, PoolName, ProcessIsolation, MAX_TIMEOUT_MS, parseToolDefinition, type ToolDefinitionInput } from './tools/definition.js';
 export { CallProgress, MAX_PROGRESS_MESSAGE, ProgressThrottle, progressOf, type ProgressUpdate } from './tools/progress.js';
 export { FnToolExecutor, resultFromOutput, type ToolExecutor, type ToolContext, type ToolHandler, type HandlerOutput } from './tools/executor.js';

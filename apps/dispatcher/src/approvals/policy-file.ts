@@ -133,10 +133,14 @@ export function approvalHandlerOf(policy: Policy): ApprovalHandler {
   return handlers.length === 1 ? handlers[0]! : allOf(...handlers);
 }
 
-/** How long a call of `tool` waits for a person: its own deadline (exact name first, then patterns), else the default. */
-export function approvalDeadlineOf(policy: Policy): (tool: string) => number {
+/**
+ * How long a call of `tool` waits for a person: the policy's deadline for it
+ * (exact name first, then patterns), else the tool's own (`approvalDeadlineMs`
+ * of its definition, e.g. from an MCP servers file), else the policy's default.
+ */
+export function approvalDeadlineOf(policy: Policy): (tool: string, own?: number) => number {
   const entries = Object.entries(policy.approval.deadlines);
   const exact = new Map(entries);
   const patterns = entries.filter(([p]) => p.endsWith('*')).map(([p, ms]) => [toolMatcher([p]), ms] as const);
-  return (tool) => exact.get(tool) ?? patterns.find(([matches]) => matches(tool))?.[1] ?? policy.approval.deadlineMs;
+  return (tool, own) => exact.get(tool) ?? patterns.find(([matches]) => matches(tool))?.[1] ?? own ?? policy.approval.deadlineMs;
 }

@@ -26,7 +26,7 @@ export interface CallServiceDeps {
   readonly router: PackRouter;
   readonly approval: ApprovalHandler;
   /** How long a call of a tool waits for a person before it expires (from the policy). */
-  readonly approvalDeadlineFor: (tool: string) => number;
+  readonly approvalDeadlineFor: (tool: string, own?: number) => number;
   /** Receives every admission decision (and cancellations, expiries). */
   readonly audit: DecisionAudit;
   readonly risk: RiskSignalQueue;

@@ -28,7 +28,7 @@ export interface CallSubmitterDeps {
   readonly router: PackRouter;
   readonly answers: CallAnswers;
   /** How long a call of a tool waits for a person before it expires (from the policy). */
-  readonly approvalDeadlineFor: (tool: string) => number;
+  readonly approvalDeadlineFor: (tool: string, own?: number) => number;
   readonly audit: DecisionAudit;
   readonly log: Logger;
 }
@@ -103,7 +103,7 @@ export class CallSubmitter {
     if (admitted.status === 'awaiting_approval') {
       // Nothing is enqueued and no worker slot is held: the record waits for a person (see approvals/).
       // From the same instant as the record's createdAt (the envelope's enqueuedAt), so the two agree to the millisecond.
-      const approvalDeadline = now + d.approvalDeadlineFor(call.name);
+      const approvalDeadline = now + d.approvalDeadlineFor(call.name, definition.approvalDeadlineMs);
       const listeningForDecision = d.answers.listen(call.id, s.waitMs, s.signal);
       // The index entry goes in the same write as the record (same connection, same turn), so the deadline sweep sees it.
       void d.store.indexApproval(call.id, approvalDeadline).catch((err: unknown) => log.error({ err }, 'could not index a call awaiting approval'));

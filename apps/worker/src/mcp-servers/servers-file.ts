@@ -28,6 +28,14 @@ export const SERVER_DEFAULTS = Object.freeze({
    * Scaling out is the operator's call.
    */
   instances: Object.freeze({ min: POOL_DEFAULTS.instances.min, max: 1 }),
+  /**
+   * A `perCaller` server's most instances: one per caller served at once, so
+   * more than one — 8, each caller beyond them waiting for an idle session to
+   * be reaped. Such a server keeps its state per instance by definition; in a
+   * sandbox each instance has a /tmp of its own, so state kept there is never
+   * shared (docs/mcp-servers.md).
+   */
+  perCallerMax: 8,
   /** Calls one instance has in flight at once: MCP multiplexes requests on one connection, and servers written as a loop just queue them. */
   callsPerInstance: POOL_DEFAULTS.callsPerInstance,
   /** Long enough for `npx`/`uvx` to fetch a package on a cold cache (10–15 s is common), short enough that a hung start is seen. */
@@ -94,7 +102,17 @@ export const ToolOverrides = z.strictObject({
   /** The call ends (and the server is sent `notifications/cancelled`) after this long. */
   timeoutMs: int().positive().max(MAX_TIMEOUT_MS).optional(),
   /** How long a call waits for a person before it ends unapproved. */
-  approvalDeadlineMs: int().positive().optional(),
+  approvalDeadlineMs: int().positive().max(MAX_TIMEOUT_MS).optional(),
+  /**
+   * The tier of this one tool, when it differs from its server's: the workers
+   * of that tier (and pool) given this file run the server too and serve only
+   * the tools placed there, each in its own tier's isolation — so one
+   * server's reading tools can run sandboxed while its writing tool runs on
+   * a host pool of its own.
+   */
+  tier: TierInput.optional(),
+  /** Host tier only: the host worker pool of this one tool. */
+  pool: PoolName.optional(),
 });
 export type ToolOverrides = z.infer<typeof ToolOverrides>;
 
@@ -133,9 +151,9 @@ export const ServerSpec = z
      * file. `read` paths are mounted read-only; only `write` paths are writable.
      */
     filesystem: z.strictObject({ read: Paths, write: Paths }).optional(),
-    /** Processes of this server per worker. @defaultValue {@link SERVER_DEFAULTS}.instances */
+    /** Processes of this server per worker. @defaultValue {@link SERVER_DEFAULTS}.instances (`max`: {@link SERVER_DEFAULTS}.perCallerMax for a `perCaller` server) */
     instances: z
-      .strictObject({ min: int().min(0).max(256).default(SERVER_DEFAULTS.instances.min), max: int().min(1).max(256).default(SERVER_DEFAULTS.instances.max) })
+      .strictObject({ min: int().min(0).max(256).default(SERVER_DEFAULTS.instances.min), max: int().min(1).max(256).optional() })
       .prefault({}),
     /** @defaultValue {@link SERVER_DEFAULTS}.callsPerInstance */
     callsPerInstance: int().min(1).max(1024).default(SERVER_DEFAULTS.callsPerInstance),
@@ -165,12 +183,22 @@ export const ServerSpec = z
     if (s.url !== undefined && /^[a-z]+:\/\/[^/?#]*@/i.test(s.url)) issue(['url'], 'a URL must not carry credentials (user:password@); send them in `headers` with { fromEnv } or { fromFile }');
     if (s.command !== undefined && Object.keys(s.headers).length > 0) issue(['headers'], '`headers` is for Streamable HTTP servers (`url`); a stdio server takes `env`');
     if (s.pool !== undefined && s.tier !== 'host') issue(['pool'], `only host-tier servers run on named worker pools; remove pool "${s.pool}" or set tier: host`);
+    for (const [tool, o] of Object.entries(s.tools)) {
+      const tier = o.tier ?? s.tier;
+      if (o.pool !== undefined && tier !== 'host') issue(['tools', tool, 'pool'], `only host-tier tools run on named worker pools; remove pool "${o.pool}" or set tier: host for this tool`);
+    }
     // On the host tier nothing would enforce the view; accepting it would promise a confinement that is not there.
     if (s.filesystem !== undefined && s.tier === 'host') issue(['filesystem'], 'host-tier servers get no private filesystem view; remove `filesystem` or choose tier: platform');
-    if (s.instances.min > s.instances.max) issue(['instances', 'min'], `min (${s.instances.min}) is above max (${s.instances.max})`);
+    const max = maxInstances(s);
+    if (s.instances.min > max) issue(['instances', 'min'], `min (${s.instances.min}) is above max (${max}${s.instances.max === undefined ? ', the default' : ''})`);
     if (s.restartBackoff.initialMs > s.restartBackoff.maxMs) issue(['restartBackoff', 'initialMs'], `initialMs (${s.restartBackoff.initialMs}) is above maxMs (${s.restartBackoff.maxMs})`);
   });
 export type ServerSpec = z.infer<typeof ServerSpec>;
+
+/** A server's most instances: as written, else the default for its session mode. */
+function maxInstances(s: { readonly instances: { readonly max?: number | undefined }; readonly session: 'shared' | 'perCaller' }): number {
+  return s.instances.max ?? (s.session === 'perCaller' ? SERVER_DEFAULTS.perCallerMax : SERVER_DEFAULTS.instances.max);
+}
 
 /**
  * The servers file a worker is given with `--mcp` (YAML or JSON):
@@ -264,6 +292,22 @@ export interface McpServerConfig {
   readonly tools: Readonly<Record<string, ToolOverrides>>;
 }
 
+/** The tier and pool a server's tool is served in: its own setting in the file, else its server's. */
+export function placeOfTool(server: Pick<McpServerConfig, 'tier' | 'pool' | 'tools'>, tool: string): { readonly tier: Tier; readonly pool: string | undefined } {
+  const own = Object.hasOwn(server.tools, tool) ? server.tools[tool] : undefined;
+  if (own?.tier === undefined) return { tier: server.tier, pool: own?.pool ?? server.pool };
+  return { tier: own.tier, pool: own.tier === 'host' ? own.pool : undefined };
+}
+
+/**
+ * Whether a worker of `tier` (and `pool`) runs this server: the server's own
+ * place, or the place of any tool the file puts elsewhere.
+ */
+export function runsOn(server: Pick<McpServerConfig, 'tier' | 'pool' | 'tools'>, tier: Tier, pool: string | undefined): boolean {
+  const here = (p: { tier: Tier; pool: string | undefined }): boolean => p.tier === tier && (tier !== 'host' || p.pool === pool);
+  return here({ tier: server.tier, pool: server.pool }) || Object.keys(server.tools).some((t) => here(placeOfTool(server, t)));
+}
+
 /** The servers of a file, in the file's order, and the file they came from. */
 export interface LoadedServersFile {
   readonly servers: readonly McpServerConfig[];
@@ -346,7 +390,7 @@ function resolveServer(name: string, spec: ServerSpec, r: Resolution): McpServer
             read: Object.freeze(fs.read.map((p, i) => existing(p, ['filesystem', 'read', i]))),
             write: Object.freeze(fs.write.map((p, i) => existing(p, ['filesystem', 'write', i]))),
           }),
-    instances: Object.freeze({ ...spec.instances }),
+    instances: Object.freeze({ min: spec.instances.min, max: maxInstances(spec) }),
     callsPerInstance: spec.callsPerInstance,
     startupTimeoutMs: spec.startupTimeoutMs,
     restartBackoff: Object.freeze({ ...spec.restartBackoff }),

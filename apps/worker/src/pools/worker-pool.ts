@@ -204,8 +204,10 @@ export class WorkerPool {
    * its pack's queue still holds if it was the pack's last worker), lets
    * active calls finish for the grace period, then aborts the rest (retryable
    * ones go back to the queue; others end with WORKER_LOST) and closes.
+   *
+   * @param options.graceMs how long active calls may go on. @defaultValue the pool's `shutdownGraceMs`
    */
-  async stop(): Promise<void> {
+  async stop(options: { readonly graceMs?: number } = {}): Promise<void> {
     if (this.#stopping) return;
     this.#stopping = true;
     const o = this.#o;
@@ -217,7 +219,7 @@ export class WorkerPool {
       const active = running?.runner.active ?? new Map<string, ActiveRun>();
       if (active.size > 0) o.log.warn({ active: active.size }, 'grace period over: aborting active calls');
       for (const run of active.values()) run.stop(new WorkerLostError('call', 'shutdown'));
-    }, o.shutdownGraceMs);
+    }, options.graceMs ?? o.shutdownGraceMs);
     await closing;
     clearTimeout(grace);
     if (this.#workerConnection) await closeRedis(this.#workerConnection);

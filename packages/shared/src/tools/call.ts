@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { WireError } from '../errors/wire.js';
+import { ContentBlock } from './content-blocks.js';
 
 /**
  * Tool names are 1–128 characters of `[A-Za-z0-9_.-]`: the same set MCP allows,
@@ -26,7 +27,12 @@ export type ToolCall = z.infer<typeof ToolCall>;
 
 /**
  * What a call produced. `content` is always text (what a model reads);
- * `structuredContent` is set when the handler returned a JSON object. A failed
+ * `structuredContent` is set when the handler returned a JSON object; `blocks`
+ * holds every MCP content block (text, image, audio, resource links, embedded
+ * resources) the tool gave, in order and as given, whenever they say more than
+ * one plain text block would — `content` is then the text blocks' text (see
+ * `blocksResult`, the one place that decides). Results without `blocks` are
+ * today's shape: readers treat them as one text block of `content`. A failed
  * call is still a result (`isError: true`) and carries the typed `error`.
  */
 export const ToolResult = z.object({
@@ -35,6 +41,7 @@ export const ToolResult = z.object({
   content: z.string(),
   isError: z.boolean(),
   structuredContent: z.record(z.string(), z.unknown()).optional(),
+  blocks: z.array(ContentBlock).optional(),
   error: WireError.optional(),
 });
 export type ToolResult = z.infer<typeof ToolResult>;

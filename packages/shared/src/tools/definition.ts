@@ -23,6 +23,8 @@ export const MAX_TIMEOUT_MS = 24 * 60 * 60 * 1000;
 
 const fields = {
   name: ToolName,
+  /** A name for people (MCP's `title`); clients show it instead of `name`. */
+  title: z.string().max(256).optional(),
   /** Shown to the model. @defaultValue `''` */
   description: z.string().default(''),
   /** JSON Schema of the arguments (draft 2020-12 unless `$schema` says draft-07). @defaultValue an empty object schema */
@@ -39,6 +41,19 @@ const fields = {
   requiresConfirmation: z.boolean().default(false),
   /** The handler's signal fires after this many milliseconds. */
   timeoutMs: z.number().int().positive().max(MAX_TIMEOUT_MS).optional(),
+  /**
+   * How long a call of this tool waits for a person before it ends unapproved,
+   * where the dispatcher's policy names no deadline for the tool itself (a
+   * policy entry for the tool or a pattern matching it wins; this wins over the
+   * policy's default). An MCP servers file sets it per tool.
+   */
+  approvalDeadlineMs: z.number().int().positive().max(MAX_TIMEOUT_MS).optional(),
+  /**
+   * MCP tool annotations (`readOnlyHint`, `destructiveHint`…), passed on to
+   * clients as the server gave them. Hints only: the fleet decides nothing on
+   * them (see trustedSettings in the worker's mcp-servers).
+   */
+  annotations: z.record(z.string(), z.unknown()).optional(),
   /** Host tools only: the host worker pool that serves this tool. */
   pool: PoolName.optional(),
   /**

@@ -9,12 +9,20 @@ export interface MetricsServer {
   close(): Promise<void>;
 }
 
+/** What `/readyz` answers: `ok` (200, else 503) and any detail beside it. */
+export interface ReadyReport {
+  readonly ok: boolean;
+  readonly [detail: string]: unknown;
+}
+
 /**
  * Serves a worker's metrics and probes. Workers have no HTTP API of their
  * own, so this is plain `node:http` rather than a framework: three GET routes.
- * `ready` says whether the worker takes calls (its queue connection is up).
+ * `ready` says whether the worker takes calls (its queue connection is up),
+ * as a boolean or as a report whose `ok` says it and whose other fields
+ * (the state of each MCP server, say) are the body of `/readyz`.
  */
-export async function serveMetrics(options: { port: number; host?: string; metrics: FleetMetrics; ready: () => Promise<boolean> | boolean }): Promise<MetricsServer> {
+export async function serveMetrics(options: { port: number; host?: string; metrics: FleetMetrics; ready: () => Promise<boolean | ReadyReport> | boolean | ReadyReport }): Promise<MetricsServer> {
   const server: Server = createServer((request, response) => {
     const path = (request.url ?? '/').split('?')[0];
     const answer = (status: number, body: string, type = 'application/json'): void => {
@@ -35,7 +43,10 @@ export async function serveMetrics(options: { port: number; host?: string; metri
         Promise.resolve()
           .then(() => options.ready())
           .then(
-            (ok) => answer(ok ? 200 : 503, JSON.stringify({ ok })),
+            (report) => {
+              const body = typeof report === 'boolean' ? { ok: report } : report;
+              answer(body.ok ? 200 : 503, JSON.stringify(body));
+            },
             () => answer(503, JSON.stringify({ ok: false })),
           );
         return;

@@ -1,0 +1,128 @@
+import { ContentBlock, ExecutionFailedError, isFleetError, McpServerLostError, textOfBlocks, type ToolCall, type ToolContext, type ToolExecutor, type ToolResult, toWireError, UnavailableError } from '@forge-fleet/shared';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { Logger } from 'pino';
+import { BIND_CALLER, type CallerBoundExecutor } from '../tools/caller-executor.js';
+import type { McpServerPool } from './server-pool.js';
+
+/** What a fleet tool needs to know of the server tool behind it. */
+export interface McpToolTarget {
+  /** The server's name in the servers file. */
+  readonly server: string;
+  /** The tool's name as the server lists it (without the prefix). */
+  readonly tool: string;
+  /** How long one call may run, when the definition gives no `timeoutMs`: the pool's own default. */
+  readonly timeoutMs: number | undefined;
+}
+
+/**
+ * Runs a fleet tool as a `tools/call` on its MCP server's pool, after the
+ * whole pipeline (scope, schema, approval, signature) let it through.
+ *
+ * The call's signal is the pool call's signal: a fleet cancel or the tool's
+ * timeout sends the server `notifications/cancelled`. The server's
+ * `notifications/progress` become the call's progress. Its result comes back
+ * as the server gave it: every content block in `blocks`, the text blocks'
+ * text as `content`, and `structuredContent`.
+ *
+ * Binds the caller (see caller-executor.ts): a `perCaller` server keeps each
+ * caller's calls on an instance of that caller's.
+ */
+export class McpToolExecutor implements CallerBoundExecutor {
+  constructor(
+    /** The fleet's name of the tool (`prefix.tool`). */
+    readonly name: string,
+    private readonly target: McpToolTarget,
+    private readonly pool: McpServerPool,
+    private readonly log: Pick<Logger, 'warn'>,
+    private readonly caller: string | undefined = undefined,
+  ) {}
+
+  [BIND_CALLER](caller: string | undefined): ToolExecutor {
+    return caller === this.caller ? this : new McpToolExecutor(this.name, this.target, this.pool, this.log, caller);
+  }
+
+  async execute(call: ToolCall, ctx: ToolContext): Promise<ToolResult> {
+    const { server, tool } = this.target;
+    let raw: CallToolResult;
+    try {
+      raw = await this.pool.call({
+        tool,
+        arguments: call.arguments,
+        // A session per caller needs one; anonymous (dev-mode) callers share the session named for no one.
+        ...(this.pool.options.session === 'perCaller' ? { caller: this.caller ?? '' } : {}),
+        signal: ctx.signal,
+        onProgress: (p) => {
+          try {
+            ctx.progress({ progress: p.progress, total: p.total, message: p.message });
+          } catch (err) {
+            // The server's report, not the fleet's bug: a malformed one is dropped, the call goes on.
+            this.log.warn({ err, server, tool }, 'MCP server sent a malformed progress notification; dropped');
+          }
+        },
+        ...(this.target.timeoutMs === undefined ? {} : { timeoutMs: this.target.timeoutMs }),
+      });
+    } catch (err) {
+      throw this.#forCaller(err);
+    }
+    return resultOf(call, raw, server);
+  }
+
+  /**
+   * What the caller is told of a failure. A server's stderr is for the
+   * operator (it is logged with the instance's exit), never for callers: it
+   * may hold anything the server prints, its environment included.
+   */
+  #forCaller(err: unknown): unknown {
+    if (err instanceof McpServerLostError) return new McpServerLostError(this.name, err.server, err.pid, { cause: err });
+    if (err instanceof UnavailableError) return new UnavailableError(`its MCP server '${this.target.server}' is not running`, { what: `tool '${this.name}'`, cause: err });
+    if (isFleetError(err)) return err;
+    return new ExecutionFailedError(this.name, `MCP server '${this.target.server}' failed the call`, { cause: err });
+  }
+}
+
+/** No block, or one text block with nothing but its text. */
+function plainText(blocks: readonly ContentBlock[]): boolean {
+  if (blocks.length === 0) return true;
+  const [only] = blocks;
+  return blocks.length === 1 && only?.type === 'text' && Object.keys(only).length === 2;
+}
+
+/**
+ * A fleet result from an MCP `CallToolResult`. A server's output is
+ * untrusted: blocks are checked one by one, and one that is not an MCP content
+ * block fails the call saying which, rather than reaching a client that
+ * would choke on it. A result of text blocks only keeps today's shape (no
+ * `blocks`); a tool error (`isError`) is a failed call with its content kept.
+ */
+export function resultOf(call: Pick<ToolCall, 'id' | 'name'>, raw: CallToolResult, server: string): ToolResult {
+  const content = Array.isArray(raw.content) ? (raw.content as unknown[]) : [];
+  const blocks: ContentBlock[] = [];
+  for (const [index, block] of content.entries()) {
+    const parsed = ContentBlock.safeParse(block);
+    if (!parsed.success) {
+      const type = typeof block === 'object' && block !== null && typeof (block as { type?: unknown }).type === 'string' ? `"${(block as { type: string }).type}"` : 'without a type';
+      const failure = new ExecutionFailedError(call.name, `MCP server '${server}' returned content block ${index} (${type}) that is not an MCP content block: ${parsed.error.issues[0]?.message ?? 'invalid'}`, { details: { server } });
+      return { toolCallId: call.id, name: call.name, content: failure.message, isError: true, error: toWireError(failure) };
+    }
+    blocks.push(parsed.data);
+  }
+  const text = textOfBlocks(blocks);
+  const structured: unknown = raw.structuredContent;
+  if (structured !== undefined && (typeof structured !== 'object' || structured === null || Array.isArray(structured))) {
+    const failure = new ExecutionFailedError(call.name, `MCP server '${server}' returned structuredContent that is not a JSON object`, { details: { server } });
+    return { toolCallId: call.id, name: call.name, content: failure.message, isError: true, error: toWireError(failure) };
+  }
+  const result: ToolResult = {
+    toolCallId: call.id,
+    name: call.name,
+    // A result of structured content alone still reads as text, as the fleet's own JSON results do.
+    content: text === '' && structured !== undefined && blocks.length === 0 ? JSON.stringify(structured) : text,
+    isError: raw.isError === true,
+    ...(structured === undefined ? {} : { structuredContent: structured as Record<string, unknown> }),
+    // Only a lone plain text block says nothing `content` does not: anything more travels as the server gave it.
+    ...(plainText(blocks) ? {} : { blocks }),
+  };
+  if (raw.isError !== true) return result;
+  const failure = new ExecutionFailedError(call.name, text === '' ? `MCP server '${server}' reported an error` : text.slice(0, 2000), { details: { server } });
+  return { ...result, error: toWireError(failure) };
+}

@@ -1,0 +1,33 @@
+import type { z } from 'zod';
+import type { McpServerPoolOptions } from './pool-options.js';
+import { revealAll } from './secret-value.js';
+import type { McpServerConfig } from './servers-file.js';
+
+/**
+ * A server's pool options from its entry in the servers file. Secrets are
+ * revealed here, into the launch options only: they go to the server's
+ * environment (or its upstream's headers) and nowhere else.
+ *
+ * @param how.sandbox confine the process (Platform/Embedded workers): its filesystem view is the file's `filesystem`, nothing when it declares none.
+ */
+export function poolOptionsOf(config: McpServerConfig, how: { readonly sandbox: boolean }): z.input<typeof McpServerPoolOptions> {
+  const t = config.transport;
+  const launch =
+    t.kind === 'stdio'
+      ? {
+          command: t.command,
+          args: [...t.args],
+          ...(t.cwd === undefined ? {} : { cwd: t.cwd }),
+          env: revealAll(t.env),
+          startupTimeoutMs: config.startupTimeoutMs,
+          ...(how.sandbox ? { sandbox: { read: [...(config.filesystem?.read ?? [])], write: [...(config.filesystem?.write ?? [])] } } : {}),
+        }
+      : { url: t.url, headers: revealAll(t.headers), startupTimeoutMs: config.startupTimeoutMs };
+  return {
+    server: config.name,
+    launch: launch as z.input<typeof McpServerPoolOptions>['launch'],
+    instances: { min: config.instances.min, max: config.instances.max, callsPerInstance: config.callsPerInstance, idleMs: config.idleMs },
+    session: config.session,
+    restart: { initialDelayMs: config.restartBackoff.initialMs, maxDelayMs: config.restartBackoff.maxMs },
+  };
+}

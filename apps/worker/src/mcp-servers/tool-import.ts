@@ -1,0 +1,82 @@
+import { isFleetError, parseToolDefinition, type Tier, type Tool } from '@forge-fleet/shared';
+import type { Tool as McpTool } from '@modelcontextprotocol/sdk/types.js';
+import type { Logger } from 'pino';
+import { McpToolExecutor } from './mcp-tool-executor.js';
+import { type McpServerConfig, placeOfTool, prefixedToolName } from './servers-file.js';
+import type { McpServerPool } from './server-pool.js';
+import { trustedSettings } from './trusted-settings.js';
+
+/** A tool of a server's list that the fleet does not serve, and why. */
+export interface SkippedTool {
+  readonly tool: string;
+  readonly reason: string;
+}
+
+/** What one server's `tools/list` gives a worker of one tier and pool. */
+export interface ImportedTools {
+  readonly tools: readonly Tool[];
+  readonly skipped: readonly SkippedTool[];
+}
+
+/**
+ * The fleet tools of one server's `tools/list`, for a worker of `tier`/`pool`:
+ * the tools the file places in that lane (a tool's own tier/pool, else its
+ * server's), each named `prefix.tool`, with the server's input and output
+ * schemas, title, description and annotations, and the settings the fleet
+ * trusts (see trustedSettings: the file's, annotations only where they make a
+ * tool more careful).
+ *
+ * The list is the server's and untrusted: a tool whose name or schemas the
+ * fleet cannot serve (a name no MCP client could call, a schema that does not
+ * compile or describes no object) is left out with the reason, and the rest
+ * are served; a name listed twice is served once.
+ */
+export function importTools(server: McpServerConfig, listed: readonly McpTool[], lane: { readonly tier: Tier; readonly pool: string | undefined }, pool: McpServerPool, log: Pick<Logger, 'warn'>): ImportedTools {
+  const tools: Tool[] = [];
+  const skipped: SkippedTool[] = [];
+  const seen = new Set<string>();
+  for (const mcp of listed) {
+    const own = typeof mcp?.name === 'string' ? mcp.name : String(mcp?.name);
+    const place = placeOfTool(server, own);
+    if (place.tier !== lane.tier || (lane.tier === 'host' && place.pool !== lane.pool)) continue;
+    if (seen.has(own)) {
+      skipped.push({ tool: own, reason: 'listed twice by the server; the first is served' });
+      continue;
+    }
+    seen.add(own);
+    const named = prefixedToolName(server.prefix, own);
+    if (!named.ok) {
+      skipped.push({ tool: own, reason: named.reason });
+      continue;
+    }
+    const overrides = Object.hasOwn(server.tools, own) ? server.tools[own] : undefined;
+    const settings = trustedSettings(mcp.annotations, overrides);
+    const title = typeof mcp.title === 'string' ? mcp.title : typeof mcp.annotations?.title === 'string' ? mcp.annotations.title : undefined;
+    let definition;
+    try {
+      definition = parseToolDefinition(
+        {
+          name: named.name,
+          ...(title === undefined ? {} : { title: title.slice(0, 256) }),
+          description: typeof mcp.description === 'string' ? mcp.description : '',
+          parameters: mcp.inputSchema,
+          ...(mcp.outputSchema === undefined ? {} : { outputSchema: mcp.outputSchema }),
+          tier: place.tier,
+          ...(place.pool === undefined ? {} : { pool: place.pool }),
+          retryable: settings.retryable,
+          speculatable: settings.speculatable,
+          requiresConfirmation: settings.requiresConfirmation,
+          ...(settings.timeoutMs === undefined ? {} : { timeoutMs: settings.timeoutMs }),
+          ...(settings.approvalDeadlineMs === undefined ? {} : { approvalDeadlineMs: settings.approvalDeadlineMs }),
+          ...(mcp.annotations === undefined ? {} : { annotations: { ...mcp.annotations } }),
+        },
+        { strict: false },
+      );
+    } catch (err) {
+      skipped.push({ tool: own, reason: isFleetError(err) ? err.message : String(err) });
+      continue;
+    }
+    tools.push({ definition, executor: new McpToolExecutor(named.name, { server: server.name, tool: own, timeoutMs: settings.timeoutMs }, pool, log) });
+  }
+  return { tools, skipped };
+}

@@ -1,0 +1,194 @@
+import { EventEmitter } from 'node:events';
+import type { Tier, Tool } from '@forge-fleet/shared';
+import type { Logger } from 'pino';
+import type { LaunchTools } from './launch-command.js';
+import { poolOptionsOf } from './pool-options-of.js';
+import { type McpServerConfig, runsOn } from './servers-file.js';
+import { McpServerPool } from './server-pool.js';
+import { importTools, type SkippedTool } from './tool-import.js';
+
+/**
+ * `starting`: its first instance is on its way; `up`: its tools are served;
+ * `down`: it could not be started (the pool keeps trying, with backoff) or
+ * listed no tools this worker serves; `stopped`: it crash-looped and was given up.
+ */
+export type ServerState = 'starting' | 'up' | 'down' | 'stopped';
+
+/** One server as `/readyz` and the logs show it. */
+export interface ServerStatus {
+  readonly name: string;
+  readonly state: ServerState;
+  /** Its tools this worker serves now. */
+  readonly tools: number;
+  readonly instances: number;
+  /** What went wrong last (a start failure, a crash loop, a failed listing). */
+  readonly error?: string;
+  /** Tools of its list the fleet does not serve, and why. */
+  readonly skipped?: readonly SkippedTool[];
+}
+
+interface Served {
+  readonly config: McpServerConfig;
+  readonly pool: McpServerPool;
+  state: ServerState;
+  tools: readonly Tool[];
+  skipped: readonly SkippedTool[];
+  error: string | undefined;
+  /** A listing under way: a second change waits for it, then lists once more. */
+  importing: Promise<void> | undefined;
+  again: boolean;
+}
+
+/** How a worker runs its MCP servers. */
+export interface WorkerServersOptions {
+  readonly servers: readonly McpServerConfig[];
+  readonly tier: Tier;
+  readonly pool: string | undefined;
+  readonly launchTools: LaunchTools;
+  /** Platform/Embedded tiers: confine each server process (see server-sandbox.ts); false only with FORGE_SANDBOX=off. */
+  readonly sandbox: boolean;
+  /** How long start waits for every server's first instance before the worker goes on without the slow ones. */
+  readonly startupWaitMs?: number;
+  readonly log: Logger;
+}
+
+/** The events of a {@link WorkerServers}. */
+export interface WorkerServersEvents {
+  /** The tools the servers give this worker changed (a server came up, went away, or changed its list). */
+  toolsChanged: [];
+}
+
+/**
+ * The MCP servers one worker runs: a warm pool per server the file places in
+ * this worker's lane, and the fleet tools their `tools/list` give. The
+ * catalog follows each server: a server's `notifications/tools/list_changed`,
+ * its first instance coming up late, or its pool giving up after a crash
+ * loop re-imports its tools and tells {@link WorkerServersEvents.toolsChanged}.
+ * A server that cannot start leaves its tools out; the others serve on.
+ */
+export class WorkerServers extends EventEmitter<WorkerServersEvents> {
+  readonly #o: WorkerServersOptions;
+  readonly #served: Served[] = [];
+  #closed = false;
+
+  constructor(options: WorkerServersOptions) {
+    super();
+    this.#o = options;
+    for (const config of options.servers) {
+      if (!runsOn(config, options.tier, options.pool)) continue;
+      const pool = new McpServerPool(poolOptionsOf(config, { sandbox: options.sandbox && options.tier !== 'host' }), options.launchTools);
+      const served: Served = { config, pool, state: 'starting', tools: [], skipped: [], error: undefined, importing: undefined, again: false };
+      this.#served.push(served);
+      this.#watch(served);
+    }
+  }
+
+  /** The servers this worker runs (the file's servers placed in its lane). */
+  get names(): readonly string[] {
+    return this.#served.map((s) => s.config.name);
+  }
+
+  /**
+   * Starts every server's `min` instances and imports their tools, waiting at
+   * most `startupWaitMs` (default: the longest start-up timeout of them); a
+   * server still starting then, or failing, is left to come up on its own.
+   */
+  async start(): Promise<void> {
+    const wait = this.#o.startupWaitMs ?? Math.max(0, ...this.#served.map((s) => s.config.startupTimeoutMs)) + 1000;
+    const starts = this.#served.map(async (served) => {
+      try {
+        await served.pool.start();
+      } catch (err) {
+        this.#failed(served, err);
+        return;
+      }
+      await this.#import(served);
+    });
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([Promise.all(starts), new Promise<void>((resolve) => (timer = setTimeout(resolve, wait)))]);
+    clearTimeout(timer);
+  }
+
+  /** Every tool the servers give this worker now. */
+  tools(): Tool[] {
+    return this.#served.flatMap((s) => s.tools);
+  }
+
+  status(): ServerStatus[] {
+    return this.#served.map((s) => ({
+      name: s.config.name,
+      state: s.state,
+      tools: s.tools.length,
+      instances: s.pool.status().instances.length,
+      ...(s.error === undefined ? {} : { error: s.error }),
+      ...(s.skipped.length === 0 ? {} : { skipped: s.skipped }),
+    }));
+  }
+
+  /** Closes every pool: each kills the processes it started (or ends its HTTP sessions). */
+  async close(): Promise<void> {
+    this.#closed = true;
+    await Promise.all(this.#served.map((s) => s.pool.close().catch(() => undefined)));
+  }
+
+  #watch(served: Served): void {
+    const { pool, config } = served;
+    const log = this.#o.log;
+    pool.on('instanceStarted', ({ pid }) => {
+      log.info({ server: config.name, pid }, 'MCP server instance started');
+      // A server that was down (or slow at start) is up now: its tools join.
+      if (served.state !== 'up') void this.#import(served);
+    });
+    pool.on('instanceExited', (exit) => {
+      if (exit.failed) log.warn({ server: config.name, instance: exit.instance, detail: exit.detail.slice(-2000) }, 'MCP server instance died');
+    });
+    pool.on('startFailed', ({ error }) => this.#failed(served, error));
+    pool.on('stopped', ({ error }) => {
+      log.error({ server: config.name, err: error }, 'MCP server crash-looped; its tools are withdrawn');
+      served.state = 'stopped';
+      served.error = error.message;
+      this.#setTools(served, []);
+    });
+    // Present once the pool tells list changes (notifications/tools/list_changed).
+    (pool as unknown as EventEmitter).on('toolsChanged', () => void this.#import(served));
+  }
+
+  #failed(served: Served, err: unknown): void {
+    const message = err instanceof Error ? err.message : String(err);
+    served.error = message;
+    if (served.state === 'starting') served.state = 'down';
+    this.#o.log.warn({ server: served.config.name, err: message }, 'MCP server could not be started; its tools are left out until it can');
+  }
+
+  /** Lists the server's tools and serves what the list gives; one listing at a time, the last change always listed. */
+  async #import(served: Served): Promise<void> {
+    if (served.importing !== undefined) {
+      served.again = true;
+      return served.importing;
+    }
+    served.importing = (async () => {
+      do {
+        served.again = false;
+        if (this.#closed || served.state === 'stopped') return;
+        try {
+          const listed = await served.pool.listTools();
+          const imported = importTools(served.config, listed, { tier: this.#o.tier, pool: this.#o.pool }, served.pool, this.#o.log);
+          for (const skip of imported.skipped) this.#o.log.warn({ server: served.config.name, tool: skip.tool, reason: skip.reason }, 'MCP tool not served');
+          served.skipped = imported.skipped;
+          served.state = 'up';
+          served.error = undefined;
+          this.#setTools(served, imported.tools);
+        } catch (err) {
+          this.#failed(served, err);
+        }
+      } while (served.again);
+    })().finally(() => (served.importing = undefined));
+    return served.importing;
+  }
+
+  #setTools(served: Served, tools: readonly Tool[]): void {
+    const before = served.tools.map((t) => JSON.stringify(t.definition)).join('\n');
+    served.tools = tools;
+    if (tools.map((t) => JSON.stringify(t.definition)).join('\n') !== before && !this.#closed) this.emit('toolsChanged');
+  }
+}

@@ -1,0 +1,97 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { FleetClient } from '@forge-fleet/client';
+import { freePort } from '@forge-fleet/local-redis';
+import { describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+import { ROOT } from '../fixtures/fleet.js';
+import { fleetPerTest } from '../fixtures/fleet-per-test.js';
+import { until } from '../fixtures/wait.js';
+
+const EVERYTHING = createRequire(import.meta.url).resolve('@modelcontextprotocol/server-everything/dist/index.js');
+
+/** Writes a servers file to a temp dir and returns its path. */
+function serversFile(servers: Record<string, unknown>): string {
+  const path = join(mkdtempSync(join(tmpdir(), 'forge-mcp-')), 'servers.yaml');
+  writeFileSync(path, stringify({ version: 1, servers }));
+  return path;
+}
+
+const everything = (extra: Record<string, unknown> = {}): Record<string, unknown> => ({ command: process.execPath, args: [EVERYTHING], env: { PATH: { fromEnv: 'PATH' } }, tier: 'host', ...extra });
+
+interface ToolView {
+  name: string;
+  title?: string;
+  requiresConfirmation?: boolean;
+  retryable?: boolean;
+  parameters?: { properties?: Record<string, unknown> };
+}
+
+async function listed(url: string): Promise<ToolView[]> {
+  const body = (await (await fetch(`${url}/v1/tools`)).json()) as { tools: ToolView[] };
+  return body.tools;
+}
+
+/**
+ * The worker side of issue #16 end to end: `forge-worker --mcp` runs the
+ * file's servers, their tools/list becomes the catalog, and calls go through
+ * the whole pipeline to `tools/call` on a warm instance.
+ */
+describe('forge-worker --mcp', () => {
+  const t = fleetPerTest();
+
+  it("serves a real server's tools under its prefix, with their schemas and the file's settings, and runs them", async () => {
+    const file = serversFile({ everything: everything({ instances: { min: 2, max: 2 }, tools: { echo: { retryable: true }, 'get-sum': { requiresConfirmation: true } } }) });
+    await t.fleet.worker({ tier: 'host', tools: false, mcp: file });
+    const { url } = await t.fleet.dispatcher({ FORGE_APPROVAL: 'auto' });
+    t.client = new FleetClient({ url });
+    await until('everything.echo in the catalog', async () => (await listed(url)).some((tool) => tool.name === 'everything.echo'));
+    const tools = await listed(url);
+    const echo = tools.find((tool) => tool.name === 'everything.echo')!;
+    expect(echo.retryable).toBe(true);
+    expect(Object.keys(echo.parameters?.properties ?? {})).toContain('message');
+    expect(tools.find((tool) => tool.name === 'everything.get-sum')?.requiresConfirmation).toBe(true);
+    expect(tools.every((tool) => tool.name.startsWith('everything.'))).toBe(true);
+
+    const results = await Promise.all(Array.from({ length: 200 }, (_, i) => t.client!.call('everything.echo', { message: `hi ${i}` }, { timeoutMs: 30_000 })));
+    results.forEach((r, i) => expect(r).toMatchObject({ isError: false, content: `Echo: hi ${i}` }));
+    // The schema the server listed is the one the dispatcher checks: a wrong argument never reaches the server.
+    await expect(t.client.call('everything.echo', { message: 42 }, { timeoutMs: 30_000 })).rejects.toMatchObject({ code: 'SCHEMA_VALIDATION' });
+    // requiresConfirmation from the file: the call waits for a person.
+    const waiting = await fetch(`${url}/v1/calls`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'everything.get-sum', arguments: { a: 1, b: 2 } }) });
+    expect(((await waiting.json()) as { status: string }).status).toBe('awaiting_approval');
+  });
+
+  it('leaves out the tools of a server that cannot start, serves the others, and /readyz names the one that is down', async () => {
+    const port = await freePort();
+    const file = serversFile({
+      everything: everything(),
+      broken: { command: '/nonexistent/mcp-server', tier: 'host', startupTimeoutMs: 2000, restartBackoff: { initialMs: 60_000, maxMs: 60_000 } },
+    });
+    await t.fleet.worker({ tier: 'host', tools: false, mcp: file, env: { FORGE_METRICS_PORT: String(port), FORGE_METRICS_HOST: '127.0.0.1' } });
+    const { url } = await t.fleet.dispatcher({ FORGE_APPROVAL: 'auto' });
+    t.client = new FleetClient({ url });
+    await until('everything.echo in the catalog', async () => (await listed(url)).some((tool) => tool.name === 'everything.echo'));
+    expect((await listed(url)).some((tool) => tool.name.startsWith('broken.'))).toBe(false);
+    expect(await t.client.call('everything.echo', { message: 'still here' }, { timeoutMs: 30_000 })).toMatchObject({ isError: false, content: 'Echo: still here' });
+    const ready = await fetch(`http://127.0.0.1:${port}/readyz`);
+    expect(ready.status).toBe(200);
+    const body = (await ready.json()) as { ok: boolean; servers: { name: string; state: string; error?: string }[] };
+    expect(body.servers.find((s) => s.name === 'everything')).toMatchObject({ state: 'up' });
+    expect(body.servers.find((s) => s.name === 'broken')).toMatchObject({ state: 'down', error: expect.stringContaining('broken') as string });
+  });
+
+  it('refuses to start when a tools module and a server offer the same name, saying which', async () => {
+    const module = join(mkdtempSync(join(tmpdir(), 'forge-mcp-')), 'clash.mjs');
+    writeFileSync(module, `import { defineTool } from '${join(ROOT, 'packages/shared/src/index.ts')}';\nexport default [defineTool({ name: 'everything.echo', tier: 'host', handler: () => 'mine' })];\n`);
+    const file = serversFile({ everything: everything() });
+    await expect(t.fleet.worker({ tier: 'host', tools: module, mcp: file })).rejects.toThrow(/both offer everything\.echo/);
+  });
+
+  it('refuses a worker whose lane the file places nothing in', async () => {
+    const file = serversFile({ everything: everything({ pool: 'mcp' }) });
+    await expect(t.fleet.worker({ tier: 'host', pool: 'other', tools: false, mcp: file })).rejects.toThrow(/places no server/);
+  });
+});
