@@ -3,7 +3,8 @@
 //   Redis      REDIS_URL, or a redis-server from PATH on a free port with a temp dir
 //   dispatcher http://127.0.0.1:$PORT (default 8080)
 //   workers    one per tier and host pool that has tools: those of examples/tools.ts (unless --no-examples),
-//              and those of every module given with --tools (repeatable) or FORGE_TOOLS
+//              and those of every module given with --tools (repeatable) or FORGE_TOOLS; and one per tier and
+//              host pool of each MCP servers file given with --mcp (repeatable), running its servers there
 //   keys       $FORGE_STATE_DIR/keys (default .forge/keys, git-ignored): made on the first start, as
 //              `forge keys init` makes them, and reused after, so `forge token mint --key .forge/keys/token.key`
 //              mints tokens this fleet accepts and `forge keys worker-key` gives more workers their key
@@ -19,9 +20,10 @@ import { parseArgs } from 'node:util';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const EXAMPLES = join(root, 'examples', 'tools.ts');
-const USAGE = `usage: npm start -- [--tools MODULE]... [--no-examples]
+const USAGE = `usage: npm start -- [--tools MODULE]... [--mcp SERVERS_FILE]... [--no-examples]
   --tools MODULE  serve this tools module too (repeatable; FORGE_TOOLS adds more, separated by "," or "${delimiter}")
-  --no-examples   serve only your modules, not examples/tools.ts
+  --mcp FILE      run the MCP servers of this file (docs/mcp-servers.md) on workers of their tiers, and serve their tools
+  --no-examples   serve only your modules and servers, not examples/tools.ts
 environment: PORT (8080), HOST (127.0.0.1), REDIS_URL (default: a redis-server of its own), FORGE_STATE_DIR (.forge),
              FORGE_PREFIX, LOG_LEVEL and the other FORGE_* settings of README.md`;
 
@@ -42,7 +44,7 @@ const usageError = (message) => {
 let options;
 try {
   ({ values: options } = parseArgs({
-    options: { tools: { type: 'string', multiple: true }, 'no-examples': { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
+    options: { tools: { type: 'string', multiple: true }, mcp: { type: 'string', multiple: true }, 'no-examples': { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
     strict: true,
     allowPositionals: false,
   }));
@@ -81,7 +83,13 @@ for (const path of [...(options['no-examples'] === true ? [] : [EXAMPLES]), ...r
   if (!existsSync(path)) usageError(`cannot serve ${path}: no such file (--tools and FORGE_TOOLS paths are relative to ${callerDir})`);
   modules.push({ path, label: display(path), examples: path === EXAMPLES });
 }
-if (modules.length === 0) usageError('--no-examples leaves nothing to serve; add --tools ./my-tools.mjs');
+const serversFiles = [];
+for (const path of (options.mcp ?? []).map((p) => resolve(callerDir, p))) {
+  if (serversFiles.some((f) => f.path === path)) continue;
+  if (!existsSync(path)) usageError(`cannot run the MCP servers of ${path}: no such file (--mcp paths are relative to ${callerDir})`);
+  serversFiles.push({ path, label: display(path) });
+}
+if (modules.length === 0 && serversFiles.length === 0) usageError('--no-examples leaves nothing to serve; add --tools ./my-tools.mjs or --mcp ./servers.yaml');
 
 say('Forge Fleet: building…');
 const build = spawnSync('npx', ['turbo', 'run', 'build', '--output-logs=errors-only'], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, TURBO_TELEMETRY_DISABLED: '1' } });
@@ -110,14 +118,36 @@ for (const path of JSON.parse(process.argv[1])) {
     out.push({ path, error: why(error) });
   }
 }
-process.stdout.write('\\n@@forge-probe@@' + JSON.stringify(out));
+const files = [];
+const { loadServersFile, placeOfTool } = await import('@forge-fleet/worker');
+for (const path of JSON.parse(process.argv[2])) {
+  try {
+    const { servers } = loadServersFile(path, process.env);
+    const groups = [];
+    const add = (tier, pool) => {
+      if (!groups.some((g) => g.tier === tier && g.pool === pool)) groups.push({ tier, pool });
+    };
+    for (const s of servers) {
+      add(s.tier, s.tier === 'host' ? s.pool : undefined);
+      for (const tool of Object.keys(s.tools)) {
+        const place = placeOfTool(s, tool);
+        add(place.tier, place.tier === 'host' ? place.pool : undefined);
+      }
+    }
+    files.push({ path, servers: servers.map((s) => ({ name: s.name, prefix: s.prefix })), groups });
+  } catch (error) {
+    files.push({ path, error: why(error) });
+  }
+}
+process.stdout.write('\\n@@forge-probe@@' + JSON.stringify({ out, files }));
 process.exit(0);
 `;
-const probe = spawnSync(process.execPath, ['--input-type=module', '-e', PROBE, JSON.stringify(modules.map((m) => m.path))], { cwd: root, encoding: 'utf8', timeout: 120_000, env: { ...process.env, LOG_LEVEL: 'silent' } });
+const probe = spawnSync(process.execPath, ['--input-type=module', '-e', PROBE, JSON.stringify(modules.map((m) => m.path)), JSON.stringify(serversFiles.map((f) => f.path))], { cwd: root, encoding: 'utf8', timeout: 120_000, env: { ...process.env, LOG_LEVEL: 'silent' } });
 const probed = probe.stdout?.split('\n@@forge-probe@@').at(-1);
 let served;
+let probedFiles;
 try {
-  served = JSON.parse(probed ?? '');
+  ({ out: served, files: probedFiles } = JSON.parse(probed ?? ''));
 } catch {
   fail(`could not read the tools modules: ${oneLine(probe.stderr || String(probe.error ?? 'no answer')).slice(0, 500)}`);
   process.exit(1);
@@ -131,6 +161,14 @@ for (const [i, m] of modules.entries()) {
   const order = ['platform', 'embedded', 'host'];
   groups.sort((a, b) => order.indexOf(a.tier) - order.indexOf(b.tier) || (a.pool ?? '').localeCompare(b.pool ?? ''));
   Object.assign(m, { tools, groups });
+}
+for (const [i, f] of serversFiles.entries()) {
+  const { error, servers, groups } = probedFiles[i];
+  if (error !== undefined) {
+    fail(`cannot run the MCP servers of ${f.label}: ${error}`);
+    process.exit(1);
+  }
+  Object.assign(f, { servers, groups });
 }
 // One live tool name, one definition: a second module's tool of the same name would be refused by the catalog.
 for (const [i, m] of modules.entries()) {
@@ -319,11 +357,28 @@ try {
       run(workerName(m, group), 'apps/worker/bin/forge-worker.js', args, { ...fleetEnv, FORGE_CALL_KEY: workerKey(keys.signingSecret, prefix, group.tier, group.pool) });
     }
   }
+  for (const f of serversFiles) {
+    for (const group of f.groups) {
+      const args = ['--tier', group.tier, ...(group.pool === undefined ? [] : ['--pool', group.pool]), '--mcp', f.path];
+      const name = `worker-mcp-${basename(f.path, extname(f.path)).replace(/[^\w-]+/g, '-')}-${group.tier}${group.pool === undefined ? '' : `-${group.pool}`}`;
+      run(name, 'apps/worker/bin/forge-worker.js', args, { ...fleetEnv, FORGE_CALL_KEY: workerKey(keys.signingSecret, prefix, group.tier, group.pool) });
+    }
+  }
   const expected = modules.flatMap((m) => m.tools);
+  const listTools = async () => (await (await fetch(`${url}/v1/tools`, { headers: { authorization: `Bearer ${token}` } })).json()).tools;
   await until('every tool being served', async () => {
-    const { tools } = await (await fetch(`${url}/v1/tools`, { headers: { authorization: `Bearer ${token}` } })).json();
+    const tools = await listTools();
     return expected.every((name) => tools.some((t) => t.name === name));
   });
+  // A server's tools are known once it runs; one that cannot start is named (its worker's log says why), not waited for.
+  const mcpServers = serversFiles.flatMap((f) => f.servers.map((s) => ({ ...s, file: f })));
+  const upBy = Date.now() + 60_000;
+  let down = mcpServers;
+  while (down.length > 0 && Date.now() < upBy) {
+    const tools = await listTools().catch(() => []);
+    down = down.filter((s) => !tools.some((t) => t.name.startsWith(`${s.prefix}.`)));
+    if (down.length > 0) await new Promise((r) => setTimeout(r, 250));
+  }
 
   mkdirSync(stateDir, { recursive: true });
   // redisUrl: for the README's extra-worker recipe (`REDIS_URL=$(node -p 'require("./.forge/dev.json").redisUrl') …`).
@@ -331,11 +386,11 @@ try {
   const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
   const lanes = (m) => m.groups.map((g) => (g.pool === undefined ? g.tier : `host pool ${g.pool}`)).join(', ');
   // The extra worker the next steps show: one of your modules' (else the examples') first tier or pool.
-  const sample = modules.find((m) => !m.examples) ?? modules[0];
+  const sample = modules.find((m) => !m.examples) ?? modules[0] ?? serversFiles[0];
   const group = sample.groups.find((g) => g.tier === 'host') ?? sample.groups[0];
   const keyArgs = [`--secret ${sh(display(keys.signingSecret))}`, `--tier ${group.tier}`, ...(group.pool === undefined ? [] : [`--pool ${sh(group.pool)}`]), ...(prefix === 'forge' ? [] : [`--prefix ${sh(prefix)}`])];
   const workerEnv = [`REDIS_URL=${sh(shownRedisUrl(redisUrl))}`, ...(prefix === 'forge' ? [] : [`FORGE_PREFIX=${sh(prefix)}`])];
-  const workerArgs = [`--tier ${group.tier}`, ...(group.pool === undefined ? [] : [`--pool ${sh(group.pool)}`]), `--tools ${sh(display(sample.path))}`];
+  const workerArgs = [`--tier ${group.tier}`, ...(group.pool === undefined ? [] : [`--pool ${sh(group.pool)}`]), `${sample.servers === undefined ? '--tools' : '--mcp'} ${sh(display(sample.path))}`];
   const examples = modules.some((m) => m.examples);
   const tryLines = examples
     ? [
@@ -344,10 +399,13 @@ try {
         '  npm run demo        # an example agent calling tools of every tier',
       ]
     : [];
-  if (sample !== undefined && !sample.examples) tryLines.push(`  npx forge call ${sh(sample.tools[0])} '{}' --wait    # one of yours (give it the arguments its schema asks for)`);
+  if (sample.tools !== undefined && !sample.examples) tryLines.push(`  npx forge call ${sh(sample.tools[0])} '{}' --wait    # one of yours (give it the arguments its schema asks for)`);
   say(`
 Forge Fleet ${pkg.version} is running at ${url}
-${modules.map((m) => `  ${m.label}: workers for ${lanes(m)} (tools: ${m.tools.join(', ')})`).join('\n')}
+${[
+  ...modules.map((m) => `  ${m.label}: workers for ${lanes(m)} (tools: ${m.tools.join(', ')})`),
+  ...serversFiles.map((f) => `  ${f.label}: workers for ${lanes(f)} (MCP servers: ${f.servers.map((s) => `${s.name}${down.some((d) => d.file === f && d.name === s.name) ? ' — not up yet, see its worker log' : ` (${s.prefix}.*)`}`).join(', ')})`),
+].join('\n')}
   keys: ${display(keysDir)} (${keys.made ? 'made now' : 'reused'}${relative(root, keysDir) === join('.forge', 'keys') ? ', git-ignored' : ''}; tokens minted from ${display(keys.tokenKey)} work here)
   dev token (agent 'dev', grants every Host-tier tool, valid 24 h):
     export FORGE_TOKEN=${token}

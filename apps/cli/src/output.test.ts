@@ -1,6 +1,6 @@
 import { parseToolDefinition, type PendingApproval, type ToolResult } from '@forge-fleet/shared';
 import { describe, expect, it } from 'vitest';
-import { ARGUMENTS_WIDTH, approvalsTable, argumentsText, formatDuration, printable, queuesTable, relativeTime, resultText, table, toolsTable, truncate } from './output.js';
+import { ARGUMENTS_WIDTH, approvalsTable, argumentsText, blockLine, formatDuration, printable, queuesTable, relativeTime, resultText, table, toolsTable, truncate } from './output.js';
 
 describe('tables', () => {
   it('aligns columns on the widest cell, two spaces apart, with no trailing spaces and `-` for empty cells', () => {
@@ -84,5 +84,38 @@ describe('command tables', () => {
     const result: ToolResult = { toolCallId: 'c', name: 'echo', content: '{"n":1}', isError: false, structuredContent: { n: 1 } };
     expect(resultText(result)).toBe('{\n  "n": 1\n}');
     expect(resultText({ ...result, content: 'plain text', structuredContent: undefined })).toBe('plain text');
+  });
+
+  it('prints content blocks one per line: text as it is, other blocks as a short line with their size', () => {
+    const png = Buffer.alloc(1234, 7).toString('base64');
+    const result: ToolResult = {
+      toolCallId: 'c',
+      name: 'draw',
+      content: 'a chart\nits data',
+      isError: false,
+      structuredContent: { n: 1 },
+      blocks: [
+        { type: 'text', text: 'a chart' },
+        { type: 'image', data: png, mimeType: 'image/png' },
+        { type: 'audio', data: 'UklGRg==', mimeType: 'audio/wav' },
+        { type: 'resource_link', uri: 'file:///tmp/a.csv', name: 'a.csv', mimeType: 'text/csv' },
+        { type: 'resource', resource: { uri: 'mem://notes', text: 'héllo', mimeType: 'text/plain' } },
+        { type: 'resource', resource: { uri: 'mem://raw', blob: 'AAEC' } },
+        { type: 'text', text: 'its data' },
+      ],
+    };
+    expect(resultText(result).split('\n')).toEqual([
+      'a chart',
+      '[image image/png, 1234 bytes]',
+      '[audio audio/wav, 4 bytes]',
+      '[resource_link file:///tmp/a.csv text/csv, a.csv]',
+      '[resource mem://notes text/plain, 6 bytes of text]',
+      '[resource mem://raw, 3 bytes]',
+      'its data',
+    ]);
+  });
+
+  it("keeps a tool's escape sequences out of the bracketed lines", () => {
+    expect(blockLine({ type: 'image', data: 'AAAA', mimeType: 'image/png\u001b[2J' })).toBe('[image image/png [2J, 3 bytes]');
   });
 });

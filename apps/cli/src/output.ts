@@ -1,4 +1,4 @@
-import type { PendingApproval, QueueStats, ToolDefinition, ToolResult } from '@forge-fleet/shared';
+import type { ContentBlock, PendingApproval, QueueStats, ToolDefinition, ToolResult } from '@forge-fleet/shared';
 
 /** Longest description `forge tools` shows (the whole text is in `--json`). */
 export const DESCRIPTION_WIDTH = 60;
@@ -112,7 +112,40 @@ export function queuesTable(queues: readonly QueueStats[]): string {
   );
 }
 
-/** What a completed call printed: its structured content as JSON when it has some, else its text. */
+/** Bytes of base64 data, decoded (what a person wants to know of an image, not its text). */
+const decodedBytes = (data: string): number => Buffer.byteLength(data, 'base64');
+
+/**
+ * One content block as `forge call` prints it: a text block as its text, any
+ * other as one short bracketed line (`[image image/png, 1234 bytes]`) — the
+ * data itself is in `--json`. Names, URIs and types come from the tool and
+ * are made {@link printable}.
+ */
+export function blockLine(block: ContentBlock): string {
+  const p = (text: unknown): string => printable(String(text));
+  switch (block.type) {
+    case 'text':
+      return block.text;
+    case 'image':
+    case 'audio':
+      return `[${block.type} ${p(block.mimeType)}, ${decodedBytes(block.data)} bytes]`;
+    case 'resource_link':
+      return `[resource_link ${p(block.uri)}${typeof block.mimeType === 'string' ? ` ${p(block.mimeType)}` : ''}, ${p(block.name)}]`;
+    case 'resource': {
+      const r = block.resource;
+      const type = typeof r.mimeType === 'string' ? ` ${p(r.mimeType)}` : '';
+      const size = 'text' in r && typeof r.text === 'string' ? `${Buffer.byteLength(r.text)} bytes of text` : `${decodedBytes(String(r.blob))} bytes`;
+      return `[resource ${p(r.uri)}${type}, ${size}]`;
+    }
+  }
+}
+
+/**
+ * What a completed call printed: its content blocks one per line when the
+ * tool gave any besides plain text, else its structured content as JSON when
+ * it has some, else its text.
+ */
 export function resultText(result: ToolResult): string {
+  if (result.blocks !== undefined) return result.blocks.map(blockLine).join('\n');
   return result.structuredContent === undefined ? result.content : jsonText(result.structuredContent);
 }

@@ -6,3 +6,4 @@
  * nor BullMQ.
  */
 export { FleetClient, type FleetClientOptions, type CallOptions } from './client.js';
+export type { ToolResult, ContentBlock, CallView } from '@forge-fleet/shared';

@@ -1,11 +1,15 @@
-import { type CallView, errorResult, type FleetError, toWireError, type ToolResult } from '@forge-fleet/shared';
+import { blocksOfResult, type CallView, errorResult, type FleetError, toWireError, type ToolResult } from '@forge-fleet/shared';
 import { type CallToolResult, ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { META } from './tool-listing.js';
 
-/** A fleet result as an MCP `CallToolResult`: the text the model reads, the structured output, and the error flag. */
+/**
+ * A fleet result as an MCP `CallToolResult`: its content blocks exactly as the
+ * tool gave them (one text block for a text-only result), the structured
+ * output, and the error flag.
+ */
 export function toCallToolResult(result: ToolResult, view?: CallView): CallToolResult {
   return {
-    content: [{ type: 'text', text: result.content }],
+    content: blocksOfResult(result),
     ...(result.structuredContent === undefined ? {} : { structuredContent: result.structuredContent }),
     isError: result.isError,
     _meta: {

@@ -57,6 +57,16 @@ describe('annotationsOf', () => {
     expect(annotationsOf(define({ name: 'r', tier: 'host', speculatable: true }))).toEqual({ readOnlyHint: true, destructiveHint: false, idempotentHint: false, openWorldHint: true });
     expect(annotationsOf(define({ name: 'c', tier: 'platform', requiresConfirmation: true }))).toMatchObject({ destructiveHint: true });
   });
+
+  it("keeps an MCP server's own hint only where it is the more careful, and its title", () => {
+    const claims = { title: 'Wipe', readOnlyHint: true, destructiveHint: true, idempotentHint: false, openWorldHint: true };
+    // The server says read-only; the fleet does not vouch for it (not speculatable): not read-only.
+    expect(annotationsOf(define({ name: 's', tier: 'platform', retryable: true, annotations: claims }))).toEqual({ title: 'Wipe', readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true });
+    // A server's relaxed claims never loosen what the fleet derives.
+    const relaxed = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false };
+    expect(annotationsOf(define({ name: 'h2', tier: 'host', annotations: relaxed }))).toEqual({ readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true });
+    expect(annotationsOf(define({ name: 'r2', tier: 'platform', speculatable: true, annotations: { readOnlyHint: false } }))).toMatchObject({ readOnlyHint: false });
+  });
 });
 
 describe('/mcp with the official client (stubbed catalog, page size 2)', () => {

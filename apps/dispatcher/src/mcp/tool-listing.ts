@@ -27,14 +27,23 @@ export const META = {
  *   Platform and embedded tools run isolated from the outside world.
  * - `idempotentHint`: `retryable` — the author declared a second run harmless.
  * - `openWorldHint`: host tier only; platform and embedded tools reach nothing outside.
+ *
+ * A tool imported from an MCP server carries that server's own annotations
+ * (`definition.annotations`). Each of its hints is kept only where it is the
+ * more careful of the two — a server may say its tool destroys things, never
+ * that a tool the fleet does not vouch for is read-only — and its other
+ * fields (`title`) are passed on.
  */
 export function annotationsOf(definition: ToolDefinition): ToolAnnotations {
   const readOnly = definition.speculatable;
+  const server = definition.annotations ?? {};
+  const says = (hint: string, value: boolean): boolean => server[hint] === value;
   return {
-    readOnlyHint: readOnly,
-    destructiveHint: !readOnly && (definition.requiresConfirmation || definition.tier === 'host'),
-    idempotentHint: definition.retryable,
-    openWorldHint: definition.tier === 'host',
+    ...(typeof server.title === 'string' ? { title: server.title } : {}),
+    readOnlyHint: readOnly && !says('readOnlyHint', false),
+    destructiveHint: (!readOnly && (definition.requiresConfirmation || definition.tier === 'host')) || says('destructiveHint', true),
+    idempotentHint: definition.retryable && !says('idempotentHint', false),
+    openWorldHint: definition.tier === 'host' || says('openWorldHint', true),
   };
 }
 
@@ -43,6 +52,7 @@ export function toMcpTool(definition: ToolDefinition): Tool {
   const { outputSchema } = definition;
   return {
     name: definition.name,
+    ...(definition.title === undefined ? {} : { title: definition.title }),
     description: definition.description,
     // parseToolDefinition guarantees `type: "object"` for parameters.
     inputSchema: { ...definition.parameters, type: 'object' },

@@ -1,4 +1,4 @@
-import { ContentBlock, ExecutionFailedError, isFleetError, McpServerLostError, textOfBlocks, type ToolCall, type ToolContext, type ToolExecutor, type ToolResult, toWireError, UnavailableError } from '@forge-fleet/shared';
+import { type BlocksResult, blocksResult, ExecutionFailedError, isFleetError, McpServerLostError, type ToolCall, type ToolContext, type ToolExecutor, type ToolResult, toWireError, UnavailableError } from '@forge-fleet/shared';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
 import { BIND_CALLER, type CallerBoundExecutor } from '../tools/caller-executor.js';
@@ -80,49 +80,30 @@ export class McpToolExecutor implements CallerBoundExecutor {
   }
 }
 
-/** No block, or one text block with nothing but its text. */
-function plainText(blocks: readonly ContentBlock[]): boolean {
-  if (blocks.length === 0) return true;
-  const [only] = blocks;
-  return blocks.length === 1 && only?.type === 'text' && Object.keys(only).length === 2;
-}
-
 /**
  * A fleet result from an MCP `CallToolResult`. A server's output is
- * untrusted: blocks are checked one by one, and one that is not an MCP content
- * block fails the call saying which, rather than reaching a client that
- * would choke on it. A result of text blocks only keeps today's shape (no
- * `blocks`); a tool error (`isError`) is a failed call with its content kept.
+ * untrusted: its blocks and structured content get the checks every
+ * handler's get (blocksResult), and what fails them fails the call saying
+ * which block, rather than reaching a client that would choke on it. A tool
+ * error (`isError`) is a failed call with its content kept.
  */
 export function resultOf(call: Pick<ToolCall, 'id' | 'name'>, raw: CallToolResult, server: string): ToolResult {
-  const content = Array.isArray(raw.content) ? (raw.content as unknown[]) : [];
-  const blocks: ContentBlock[] = [];
-  for (const [index, block] of content.entries()) {
-    const parsed = ContentBlock.safeParse(block);
-    if (!parsed.success) {
-      const type = typeof block === 'object' && block !== null && typeof (block as { type?: unknown }).type === 'string' ? `"${(block as { type: string }).type}"` : 'without a type';
-      const failure = new ExecutionFailedError(call.name, `MCP server '${server}' returned content block ${index} (${type}) that is not an MCP content block: ${parsed.error.issues[0]?.message ?? 'invalid'}`, { details: { server } });
-      return { toolCallId: call.id, name: call.name, content: failure.message, isError: true, error: toWireError(failure) };
-    }
-    blocks.push(parsed.data);
-  }
-  const text = textOfBlocks(blocks);
-  const structured: unknown = raw.structuredContent;
-  if (structured !== undefined && (typeof structured !== 'object' || structured === null || Array.isArray(structured))) {
-    const failure = new ExecutionFailedError(call.name, `MCP server '${server}' returned structuredContent that is not a JSON object`, { details: { server } });
-    return { toolCallId: call.id, name: call.name, content: failure.message, isError: true, error: toWireError(failure) };
+  let parts: BlocksResult;
+  try {
+    parts = blocksResult(call.name, Array.isArray(raw.content) ? raw.content : [], raw.structuredContent);
+  } catch (err) {
+    const failure = isFleetError(err) ? err : new ExecutionFailedError(call.name, String(err));
+    return { toolCallId: call.id, name: call.name, content: `${failure.message} (MCP server '${server}')`, isError: true, error: toWireError(failure) };
   }
   const result: ToolResult = {
     toolCallId: call.id,
     name: call.name,
-    // A result of structured content alone still reads as text, as the fleet's own JSON results do.
-    content: text === '' && structured !== undefined && blocks.length === 0 ? JSON.stringify(structured) : text,
+    ...parts,
+    // Structured content alone still reads as text, as the fleet's own JSON results do.
+    content: parts.content === '' && parts.structuredContent !== undefined && (parts.blocks?.length ?? 0) === 0 ? JSON.stringify(parts.structuredContent) : parts.content,
     isError: raw.isError === true,
-    ...(structured === undefined ? {} : { structuredContent: structured as Record<string, unknown> }),
-    // Only a lone plain text block says nothing `content` does not: anything more travels as the server gave it.
-    ...(plainText(blocks) ? {} : { blocks }),
   };
   if (raw.isError !== true) return result;
-  const failure = new ExecutionFailedError(call.name, text === '' ? `MCP server '${server}' reported an error` : text.slice(0, 2000), { details: { server } });
+  const failure = new ExecutionFailedError(call.name, result.content === '' ? `MCP server '${server}' reported an error` : result.content.slice(0, 2000), { details: { server } });
   return { ...result, error: toWireError(failure) };
 }

@@ -44,7 +44,8 @@ export type ReportedLimit = z.infer<typeof ReportedLimit>;
 export const SandboxReply = z.discriminatedUnion('type', [
   z.object({ type: z.literal('ready'), tools: z.array(z.string()) }),
   z.object({ type: z.literal('pong'), seq: z.number().int() }),
-  // The result is checked against ToolResult by runExecutor, as for any custom executor.
+  // The result is checked against ToolResult by runExecutor, as for any custom executor: its content blocks
+  // are checked again there (ContentBlock), whatever the sandbox's own copy of the checks let through.
   z.object({ type: z.literal('result'), runId: z.string(), result: z.unknown() }),
   // A FleetError thrown by the handler keeps its code across the boundary.
   z.object({ type: z.literal('fleet-error'), runId: z.string(), error: WireError }),

@@ -2,6 +2,7 @@ import type { TrustLevel } from '../scope/trust.js';
 import type { Tier } from '../tiers/tier.js';
 import type { ToolCall, ToolResult } from './call.js';
 import type { ProgressUpdate } from './progress.js';
+import { blocksResult, isToolContent, type ToolContent } from './tool-content.js';
 
 /** What a handler receives besides its arguments. */
 export interface ToolContext {
@@ -27,10 +28,11 @@ export interface ToolContext {
 
 /**
  * What a handler may return: text (what a model reads), a JSON object (kept as
- * `structuredContent`, with its JSON text as `content`), or any other JSON value
- * (kept as JSON text).
+ * `structuredContent`, with its JSON text as `content`), any other JSON value
+ * (kept as JSON text), or MCP content blocks made with `toolContent` (kept as
+ * `blocks`, with their text as `content`).
  */
-export type HandlerOutput = string | number | boolean | null | undefined | readonly unknown[] | { readonly [key: string]: unknown };
+export type HandlerOutput = string | number | boolean | null | undefined | readonly unknown[] | ToolContent | { readonly [key: string]: unknown };
 
 /** A tool's implementation as a plain function. Throwing yields an error result, never a crash. */
 export type ToolHandler = (args: Record<string, unknown>, ctx: ToolContext) => HandlerOutput | Promise<HandlerOutput>;
@@ -45,11 +47,17 @@ export interface ToolExecutor {
   execute(call: ToolCall, ctx: ToolContext): Promise<ToolResult>;
 }
 
-/** Builds the result for a handler's output (see {@link HandlerOutput}). */
+/**
+ * Builds the result for a handler's output (see {@link HandlerOutput}).
+ *
+ * @throws ExecutionFailedError for content blocks that are not valid MCP blocks, or not JSON.
+ */
 export function resultFromOutput(call: ToolCall, output: HandlerOutput): ToolResult {
   const base = { toolCallId: call.id, name: call.name, isError: false };
   if (typeof output === 'string') return { ...base, content: output };
   if (output === undefined) return { ...base, content: '' };
+  // Blocks are checked here, where they enter: the trusted path (FnToolExecutor) checks nothing after.
+  if (isToolContent(output)) return { ...base, ...blocksResult(call.name, output.blocks, output.structuredContent) };
   const content = JSON.stringify(output);
   if (typeof output === 'object' && output !== null && !Array.isArray(output)) {
     return { ...base, content, structuredContent: JSON.parse(content) as Record<string, unknown> };
