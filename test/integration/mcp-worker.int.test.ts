@@ -11,6 +11,7 @@ import { fleetPerTest } from '../fixtures/fleet-per-test.js';
 import { until } from '../fixtures/wait.js';
 
 const EVERYTHING = createRequire(import.meta.url).resolve('@modelcontextprotocol/server-everything/dist/index.js');
+const CHANGING = join(ROOT, 'test', 'fixtures', 'changing-mcp-server.mjs');
 
 /** Writes a servers file to a temp dir and returns its path. */
 function serversFile(servers: Record<string, unknown>): string {
@@ -81,6 +82,41 @@ describe('forge-worker --mcp', () => {
     const body = (await ready.json()) as { ok: boolean; servers: { name: string; state: string; error?: string }[] };
     expect(body.servers.find((s) => s.name === 'everything')).toMatchObject({ state: 'up' });
     expect(body.servers.find((s) => s.name === 'broken')).toMatchObject({ state: 'down', error: expect.stringContaining('broken') as string });
+  });
+
+  it("follows the server's tool list: a tool it adds is served, and calls running meanwhile finish once", async () => {
+    const file = serversFile({ changing: { command: process.execPath, args: [CHANGING], cwd: ROOT, env: { PATH: { fromEnv: 'PATH' } }, tier: 'host' } });
+    await t.fleet.worker({ tier: 'host', tools: false, mcp: file });
+    const { url } = await t.fleet.dispatcher({ FORGE_APPROVAL: 'auto' });
+    t.client = new FleetClient({ url });
+    await until('changing.grow in the catalog', async () => (await listed(url)).some((tool) => tool.name === 'changing.grow'));
+    expect((await listed(url)).some((tool) => tool.name === 'changing.extra_1')).toBe(false);
+    // Calls under way while the worker moves to its new set of tools.
+    const slow = Array.from({ length: 20 }, (_, i) => t.client!.call('changing.slow', { ms: 1500 }, { id: `slow-${i}-${Date.now()}`, timeoutMs: 30_000 }));
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(await t.client.call('changing.grow', {}, { timeoutMs: 30_000 })).toMatchObject({ isError: false, content: 'added extra_1' });
+    await until('changing.extra_1 in the catalog', async () => (await listed(url)).some((tool) => tool.name === 'changing.extra_1'), { timeoutMs: 20_000 });
+    expect(await t.client.call('changing.extra_1', { x: 21 }, { timeoutMs: 30_000 })).toMatchObject({ isError: false, content: 'extra 1: 42' });
+    // Its schema came with it: the dispatcher refuses what the server's schema refuses.
+    await expect(t.client.call('changing.extra_1', { x: 'no' }, { timeoutMs: 30_000 })).rejects.toMatchObject({ code: 'SCHEMA_VALIDATION' });
+    for (const r of await Promise.all(slow)) expect(r).toMatchObject({ isError: false, content: 'slept 1500' });
+    // The tools that stayed kept working throughout.
+    expect(await t.client.call('changing.slow', { ms: 1 }, { timeoutMs: 30_000 })).toMatchObject({ isError: false });
+  });
+
+  it('places a tool in the tier the file gives it: a host worker and a platform worker each serve their share of one server', async () => {
+    const file = serversFile({ changing: { command: process.execPath, args: [CHANGING], cwd: ROOT, env: { PATH: { fromEnv: 'PATH' } }, tier: 'host', filesystem: undefined, tools: { slow: { tier: 'platform' } } } });
+    await t.fleet.worker({ tier: 'host', tools: false, mcp: file });
+    await t.fleet.worker({ tier: 'platform', tools: false, mcp: file, env: { FORGE_SANDBOX: 'off' } });
+    const { url } = await t.fleet.dispatcher({ FORGE_APPROVAL: 'auto' });
+    await until('both tools in the catalog', async () => {
+      const tools = await listed(url);
+      return tools.some((tool) => tool.name === 'changing.grow') && tools.some((tool) => tool.name === 'changing.slow');
+    });
+    const tiers = Object.fromEntries((await listed(url)).map((tool) => [tool.name, (tool as { tier?: string }).tier]));
+    expect(tiers).toMatchObject({ 'changing.grow': 'host', 'changing.slow': 'platform' });
+    t.client = new FleetClient({ url });
+    expect(await t.client.call('changing.slow', { ms: 1 }, { timeoutMs: 30_000 })).toMatchObject({ isError: false, content: 'slept 1' });
   });
 
   it('refuses to start when a tools module and a server offer the same name, saying which', async () => {

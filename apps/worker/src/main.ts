@@ -10,6 +10,7 @@ import { pino } from 'pino';
 import { parseWorkerArgs, USAGE } from './cli.js';
 import { parseWorkerEnv } from './env.js';
 import { findLaunchTools } from './mcp-servers/launch-command.js';
+import { assertServerSandbox, missingServerSandboxLayers } from './mcp-servers/server-sandbox-layers.js';
 import { loadServersFile } from './mcp-servers/servers-file.js';
 import { WorkerServers } from './mcp-servers/worker-servers.js';
 import { ServingPool } from './pools/serving-pool.js';
@@ -113,7 +114,14 @@ runMain('forge-worker', async () => {
     const file = loadServersFile(args.mcp, process.env);
     const sandboxServers = args.tier !== 'host' && env.FORGE_SANDBOX === 'on';
     if (args.tier !== 'host' && !sandboxServers) log.warn('FORGE_SANDBOX=off: platform/embedded MCP servers run unconfined (development only)');
-    servers = new WorkerServers({ servers: file.servers, tier: args.tier, pool: args.pool, launchTools: findLaunchTools(probeIsolation(), process.env.PATH ?? ''), sandbox: sandboxServers, log });
+    const probe = probeIsolation();
+    if (sandboxServers) {
+      // Refused under the strict sandbox when a layer is missing; otherwise each missing one is said once, here.
+      const layers = assertServerSandbox(probe, strict);
+      log.info({ layers }, 'MCP server sandbox layers');
+      for (const layer of missingServerSandboxLayers(layers)) log.warn({ layer }, 'MCP server sandbox layer not enforced on this machine');
+    }
+    servers = new WorkerServers({ servers: file.servers, tier: args.tier, pool: args.pool, launchTools: findLaunchTools(probe, process.env.PATH ?? ''), sandbox: sandboxServers, log });
     if (servers.names.length === 0) {
       throw new ConfigInvalidError('MCP servers file', [`${file.source} places no server (and no tool) in tier ${args.tier}${args.pool === undefined ? '' : `, pool ${args.pool}`}: give this worker the --tier/--pool of a server, or set tier/pool in the file`]);
     }

@@ -1,11 +1,16 @@
 import { spawnSync } from 'node:child_process';
 import { ConfigInvalidError } from '@forge-fleet/shared';
 import { DEFAULT_INHERITED_ENV_VARS, type StdioServerParameters } from '@modelcontextprotocol/sdk/client/stdio.js';
-import type { ProbeResult } from '../sandbox/probe.js';
 import type { McpStdioLaunch } from './pool-options.js';
+import { type SandboxPrograms, sandboxedCommand } from './server-sandbox-command.js';
+import type { ServerSandboxProbe } from './server-sandbox-layers.js';
 
-/** Where the wrappers of a server process live, found once on the worker's own PATH. */
-export interface LaunchTools {
+/**
+ * Where the wrappers of a server process live, found once on the worker's own
+ * PATH, with the sandbox's programs (those the probe found working) for
+ * Platform- and Embedded-tier servers.
+ */
+export interface LaunchTools extends SandboxPrograms {
   /** `setsid` (util-linux): gives the server a session, hence a process group, of its own. */
   readonly setsid: string;
   /** `setpriv` (util-linux): sets SIGKILL as the server's parent-death signal. */
@@ -16,21 +21,38 @@ export interface LaunchTools {
 
 /**
  * Finds the wrappers, using the sandbox's probe for `setpriv --pdeathsig` (the
- * same layer the sandbox relies on without bubblewrap).
+ * same layer the sandbox relies on without bubblewrap) and for the layers of
+ * sandboxed servers (bubblewrap, unshare, prlimit: see serverSandboxLayers).
  *
  * @param searchPath the worker's PATH, where the wrappers (not the server) are looked up.
  * @throws ConfigInvalidError when one is missing: a server that could outlive its worker is not started.
  */
-export function findLaunchTools(probe: Pick<ProbeResult, 'setpriv'>, searchPath: string): LaunchTools {
+export function findLaunchTools(probe: ServerSandboxProbe, searchPath: string): LaunchTools {
   const problems: string[] = [];
   if (!probe.setpriv) problems.push('setpriv --pdeathsig does not work here (install util-linux): without it a server would outlive a killed worker');
-  const found = (name: string): string => {
+  const lookUp = (name: string): string => {
     const run = spawnSync('/bin/sh', ['-c', `command -v ${name}`], { encoding: 'utf8', timeout: 5_000, env: { PATH: searchPath } });
-    const path = run.status === 0 ? run.stdout.trim() : '';
-    if (!path.startsWith('/')) problems.push(`${name} is not on the worker's PATH (install ${name === 'env' ? 'coreutils' : 'util-linux'})`);
+    return run.status === 0 ? run.stdout.trim() : '';
+  };
+  const required = (name: string, pkg: string): string => {
+    const path = lookUp(name);
+    if (!path.startsWith('/')) problems.push(`${name} is not on the worker's PATH (install ${pkg})`);
     return path;
   };
-  const tools = { setsid: found('setsid'), setpriv: found('setpriv'), env: found('env') };
+  // The probe ran these from the same PATH; one it found working is there.
+  const optional = (name: string, works: boolean): string | undefined => {
+    const path = works ? lookUp(name) : '';
+    return path.startsWith('/') ? path : undefined;
+  };
+  const tools: LaunchTools = {
+    setsid: required('setsid', 'util-linux'),
+    setpriv: required('setpriv', 'util-linux'),
+    env: required('env', 'coreutils'),
+    bwrap: optional('bwrap', probe.bubblewrap),
+    prlimit: optional('prlimit', probe.prlimit),
+    unshare: optional('unshare', probe.unshare),
+    probe: Object.freeze({ bubblewrap: probe.bubblewrap, unshare: probe.unshare, setpriv: probe.setpriv, prlimit: probe.prlimit, shell: probe.shell }),
+  };
   if (problems.length > 0) throw new ConfigInvalidError('MCP server launch', problems);
   return Object.freeze(tools);
 }
@@ -45,14 +67,24 @@ export function findLaunchTools(probe: Pick<ProbeResult, 'setpriv'>, searchPath:
  * - `env -u`: the transport always adds some of the worker's variables
  *   (HOME, PATH, USER…); those not declared are removed by name, so values
  *   (secrets) never appear on a command line and the server sees exactly `launch.env`.
+ *
+ * With `launch.sandbox`, `command args` run confined (server-sandbox-command.ts):
+ * `… env -u … -- prlimit … -- bwrap … -- env -u PWD -- command args`. The
+ * transport's pid is then bubblewrap's, the leader of the group the pool
+ * kills: with it goes the PID namespace, and everything the server started.
+ *
+ * @throws ConfigInvalidError when a sandboxed server's view cannot hold its command or working directory (see sandboxedCommand).
  */
 export function stdioLaunchParameters(tools: LaunchTools, launch: McpStdioLaunch): StdioServerParameters {
   const unset = DEFAULT_INHERITED_ENV_VARS.filter((name) => !Object.hasOwn(launch.env, name)).flatMap((name) => ['-u', name]);
+  // The environment is cleaned before any sandbox layer starts: bubblewrap's own environment is readable as /proc/1/environ inside.
+  const wrappers = [tools.setpriv, '--pdeathsig', 'KILL', '--', tools.env, ...unset, '--'];
+  const { argv, cwd } = launch.sandbox === undefined ? { argv: [launch.command, ...launch.args], cwd: launch.cwd } : sandboxedCommand(tools, { ...launch, sandbox: launch.sandbox });
   return {
     command: tools.setsid,
-    args: [tools.setpriv, '--pdeathsig', 'KILL', '--', tools.env, ...unset, '--', launch.command, ...launch.args],
+    args: [...wrappers, ...argv],
     env: { ...launch.env },
-    ...(launch.cwd === undefined ? {} : { cwd: launch.cwd }),
+    ...(cwd === undefined ? {} : { cwd }),
     stderr: 'pipe',
   };
 }

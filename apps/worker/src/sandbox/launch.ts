@@ -1,5 +1,6 @@
 import { checkLivenessLimits } from './liveness.js';
 import { bwrapView, type ProbeResult, UNSHARE_FLAGS } from './probe.js';
+import { withRlimits } from './rlimits.js';
 
 /** Resource limits of one sandbox process. */
 export interface SandboxLimits {
@@ -76,16 +77,8 @@ export function launchCommand(options: { probe: ProbeResult; nodePath: string; b
     JSON.stringify({ outputBytes: limits.outputBytes }),
   ];
   const isolated = probe.bubblewrap ? ['bwrap', ...bwrapView([options.nodePath, ...probe.nodeLibraries, options.bundlePath]), '--', ...node] : withoutBubblewrap(probe, node);
-  const cpu = lifetimeCpuSeconds(limits);
   const dataBytes = (Math.floor(limits.memoryMb) + OFF_HEAP_HEADROOM_MB) * 1024 * 1024;
-  if (probe.prlimit) {
-    const [file, ...rest] = ['prlimit', `--cpu=${cpu}`, `--data=${dataBytes}`, `--nofile=${MAX_OPEN_FILES}`, '--core=0', '--', ...isolated];
-    return { file: file ?? 'prlimit', args: rest };
-  }
-  if (probe.shell) {
-    return { file: '/bin/sh', args: ['-c', `ulimit -t ${cpu} -d ${dataBytes / 1024} -n ${MAX_OPEN_FILES} -c 0 && exec "$@"`, 'forge-sandbox', ...isolated] };
-  }
-  const [file, ...args] = isolated;
+  const [file, ...args] = withRlimits(probe, { cpuSeconds: lifetimeCpuSeconds(limits), dataBytes, openFiles: MAX_OPEN_FILES }, isolated);
   return { file: file ?? options.nodePath, args };
 }
 

@@ -9,10 +9,16 @@ export const UNSHARE_FLAGS = ['--user', '--map-root-user', '--net', '--pid', '--
  * bubblewrap's namespaces and process settings: every namespace it can make
  * (user, mount, PID, network, IPC, UTS, cgroup), a session of its own (so
  * `kill(0)` and a terminal's signals stay inside), SIGKILL when the worker
- * dies, and no capabilities. The filesystem view is added per sandbox (see
- * launch.ts).
+ * dies, and no capabilities. Shared by the tool sandbox and sandboxed MCP
+ * servers (mcp-servers/server-sandbox-command.ts), which add their own view.
  */
-export const BWRAP_FLAGS = ['--unshare-all', '--die-with-parent', '--new-session', '--cap-drop', 'ALL', '--proc', '/proc', '--dev', '/dev', '--chdir', '/'] as const;
+export const BWRAP_ISOLATION = ['--unshare-all', '--die-with-parent', '--new-session', '--cap-drop', 'ALL'] as const;
+
+/**
+ * {@link BWRAP_ISOLATION} with a fresh /proc and /dev, starting in `/`. The
+ * filesystem view is added per sandbox (see launch.ts).
+ */
+export const BWRAP_FLAGS = [...BWRAP_ISOLATION, '--proc', '/proc', '--dev', '/dev', '--chdir', '/'] as const;
 
 /** Which isolation layers this machine offers, found by trying each one. */
 export interface ProbeResult {

@@ -1,0 +1,113 @@
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DEFAULT_INHERITED_ENV_VARS } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BWRAP_ISOLATION, UNSHARE_FLAGS } from '../sandbox/probe.js';
+import { type LaunchTools, stdioLaunchParameters } from './launch-command.js';
+import { McpStdioLaunch } from './pool-options.js';
+import { resolveServerLimits } from './server-sandbox-command.js';
+import { SERVER_LIMIT_DEFAULTS, type ServerSandbox } from './server-sandbox.js';
+
+const everything = { bubblewrap: true, unshare: true, setpriv: true, prlimit: true, shell: true };
+const tools: LaunchTools = {
+  setsid: '/usr/bin/setsid',
+  setpriv: '/usr/bin/setpriv',
+  env: '/usr/bin/env',
+  bwrap: '/usr/bin/bwrap',
+  prlimit: '/usr/bin/prlimit',
+  unshare: '/usr/bin/unshare',
+  probe: everything,
+};
+const withoutBwrap: LaunchTools = { ...tools, bwrap: undefined, probe: { ...everything, bubblewrap: false } };
+const UNSET = DEFAULT_INHERITED_ENV_VARS.filter((name) => name !== 'PATH').flatMap((name) => ['-u', name]);
+const WRAPPERS = ['/usr/bin/setpriv', '--pdeathsig', 'KILL', '--', '/usr/bin/env', ...UNSET, '--'];
+const d = SERVER_LIMIT_DEFAULTS;
+const PRLIMIT = ['/usr/bin/prlimit', `--cpu=${d.cpuSeconds}`, `--data=${d.memoryMb * 1024 * 1024}`, `--nofile=${d.openFiles}`, `--nproc=${d.processes}`, '--core=0', '--'];
+
+let dir: string;
+let data: string;
+let out: string;
+
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), 'forge-sandbox-command-'));
+  data = join(dir, 'data');
+  out = join(data, 'out');
+  mkdirSync(out, { recursive: true });
+});
+
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+function launch(sandbox: ServerSandbox | undefined, extra: Partial<McpStdioLaunch> = {}): McpStdioLaunch {
+  return McpStdioLaunch.parse({ command: 'env', args: ['--version'], env: { PATH: '/nowhere:/usr/bin', TOKEN: 's3cret' }, ...extra, ...(sandbox === undefined ? {} : { sandbox }) });
+}
+
+/** The pairs `flag a b` of bubblewrap's mounts in `args`, in order. */
+function mounts(args: readonly string[]): string[][] {
+  const found: string[][] = [];
+  args.forEach((arg, i) => {
+    if (arg === '--ro-bind' || arg === '--bind' || arg === '--symlink') found.push([arg, args[i + 1] ?? '', args[i + 2] ?? '']);
+  });
+  return found;
+}
+
+describe('the launch command of an MCP server', () => {
+  it('on the host tier, is the process-group, parent-death and environment wrappers around the command', () => {
+    const params = stdioLaunchParameters(tools, launch(undefined, { cwd: dir }));
+    expect(params.command).toBe('/usr/bin/setsid');
+    expect(params.args).toEqual([...WRAPPERS, 'env', '--version']);
+    expect(params.cwd).toBe(dir);
+  });
+
+  it('sandboxed, nests rlimits, bubblewrap with a read-only view of the system and the declared paths, and env -u PWD', () => {
+    const params = stdioLaunchParameters(tools, launch({ read: [data], write: [out] }, { cwd: data }));
+    const args = params.args ?? [];
+    expect(args.slice(0, WRAPPERS.length + PRLIMIT.length + 1)).toEqual([...WRAPPERS, ...PRLIMIT, '/usr/bin/bwrap']);
+    const bwrap = args.slice(WRAPPERS.length + PRLIMIT.length + 1);
+    expect(bwrap.slice(0, BWRAP_ISOLATION.length)).toEqual([...BWRAP_ISOLATION]);
+    expect(BWRAP_ISOLATION).toEqual(expect.arrayContaining(['--unshare-all', '--die-with-parent', '--new-session']));
+    const view = mounts(bwrap);
+    expect(view).toContainEqual(['--ro-bind', '/usr', '/usr']);
+    // The declared paths come after the system's, the write path inside the read one after it.
+    expect(view.slice(-2)).toEqual([
+      ['--ro-bind', data, data],
+      ['--bind', out, out],
+    ]);
+    // Nothing else is writable, and nothing of the host's home, /run, /var or /tmp is bound.
+    expect(view.filter(([kind]) => kind === '--bind')).toHaveLength(1);
+    expect(view.some(([, source]) => /^\/(run|var|home|root|tmp)(\/|$)/.test(source ?? '') && !(source ?? '').startsWith(dir))).toBe(false);
+    expect(bwrap.join(' ')).toContain('--proc /proc --dev /dev --tmpfs /tmp');
+    expect(bwrap.join(' ')).toContain(`--remount-ro / --chdir ${data} -- /usr/bin/env -u PWD -- /usr/bin/env --version`);
+    // The working directory is set inside the view, and values travel in the environment, never on the command line.
+    expect(params.cwd).toBeUndefined();
+    expect(params.env).toEqual({ PATH: '/nowhere:/usr/bin', TOKEN: 's3cret' });
+    expect(args.some((a) => a.includes('s3cret'))).toBe(false);
+  });
+
+  it('applies the declared limits, and refuses ones that are not positive integers', () => {
+    const args = stdioLaunchParameters(tools, launch({ read: [], write: [], limits: { cpuSeconds: 5, openFiles: 99 } })).args ?? [];
+    expect(args).toEqual(expect.arrayContaining(['--cpu=5', '--nofile=99', `--data=${d.memoryMb * 1024 * 1024}`]));
+    expect(() => resolveServerLimits({ memoryMb: 0, processes: 1.5 })).toThrow(/limits\.memoryMb must be a positive integer.*limits\.processes/);
+  });
+
+  it('refuses relative or missing paths, and a command or working directory outside the view', () => {
+    const refuse = (sandbox: ServerSandbox, extra: Partial<McpStdioLaunch> = {}): (() => unknown) => () => stdioLaunchParameters(tools, launch(sandbox, extra));
+    expect(refuse({ read: ['relative/dir'], write: [join(dir, 'missing')] })).toThrow(/filesystem\.read\[0\] must be an absolute path.*filesystem\.write\[0\]: .*missing does not exist/);
+    expect(refuse({ read: [], write: [] }, { cwd: dir })).toThrow(new RegExp(`working directory ${dir} is not in the server's filesystem view`));
+    expect(refuse({ read: [], write: [] }, { command: 'nothing-by-this-name' })).toThrow(/command 'nothing-by-this-name' is not an executable file on the declared PATH/);
+    expect(refuse({ read: [], write: [] }, { command: 'env', env: { PATH: '/nowhere' } })).toThrow(/not an executable file on the declared PATH \(\/nowhere\)/);
+    expect(() => resolveServerLimits({ openFiles: -1 })).toThrow(expect.objectContaining({ code: 'CONFIG_INVALID' }) as Error);
+  });
+
+  it('without bubblewrap, nests rlimits and unshare namespaces, or rlimits alone, around the command as given', () => {
+    const sandbox = { read: [data], write: [] };
+    const params = stdioLaunchParameters(withoutBwrap, launch(sandbox, { cwd: dir }));
+    expect(params.args).toEqual([...WRAPPERS, ...PRLIMIT, '/usr/bin/unshare', ...UNSHARE_FLAGS, '--', 'env', '--version']);
+    expect(params.cwd).toBe(dir);
+    const bare = stdioLaunchParameters({ ...withoutBwrap, unshare: undefined, prlimit: undefined, probe: { ...withoutBwrap.probe, unshare: false, prlimit: false } }, launch(sandbox));
+    const shell = (bare.args ?? []).slice(WRAPPERS.length);
+    expect(shell.slice(0, 2)).toEqual(['/bin/sh', '-c']);
+    expect(shell[2]).toBe(`ulimit -t ${d.cpuSeconds} -d ${d.memoryMb * 1024} -n ${d.openFiles} -c 0 && exec "$@"`);
+    expect(shell.slice(4)).toEqual(['env', '--version']);
+  });
+});

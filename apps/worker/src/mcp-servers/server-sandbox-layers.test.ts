@@ -1,0 +1,30 @@
+import { describe, expect, it } from 'vitest';
+import { assertServerSandbox, missingServerSandboxLayers, serverSandboxLayers } from './server-sandbox-layers.js';
+
+const everything = { bubblewrap: true, unshare: true, setpriv: true, prlimit: true, shell: true };
+const nothing = { bubblewrap: false, unshare: false, setpriv: false, prlimit: false, shell: false };
+
+describe('the layers of sandboxed MCP servers', () => {
+  it('are all in force with bubblewrap, setpriv and prlimit', () => {
+    const layers = serverSandboxLayers(everything);
+    expect(layers).toEqual({ network: 'namespace', filesystem: 'bubblewrap', processes: 'namespace', rlimits: 'prlimit', orphans: 'killed', environment: 'declared' });
+    expect(missingServerSandboxLayers(layers)).toEqual([]);
+    expect(assertServerSandbox(everything, true)).toEqual(layers);
+  });
+
+  it('without bubblewrap, keep unshare namespaces but miss the filesystem view, which strict mode refuses', () => {
+    const probe = { ...everything, bubblewrap: false };
+    expect(serverSandboxLayers(probe)).toMatchObject({ network: 'namespace', filesystem: 'none', processes: 'namespace' });
+    expect(missingServerSandboxLayers(serverSandboxLayers(probe))).toEqual([expect.stringMatching(/^filesystem view \(bubblewrap\)/)]);
+    expect(() => assertServerSandbox(probe, true)).toThrow(expect.objectContaining({ code: 'CONFIG_INVALID', message: expect.stringContaining('filesystem view') as string }) as Error);
+    expect(assertServerSandbox(probe, false).filesystem).toBe('none');
+  });
+
+  it('name each missing layer and what it leaves open', () => {
+    const layers = serverSandboxLayers(nothing);
+    expect(layers).toMatchObject({ network: 'none', filesystem: 'none', processes: 'process-group', rlimits: 'none', orphans: 'none' });
+    expect(missingServerSandboxLayers(layers).join('; ')).toMatch(/network namespace.*filesystem view.*PID namespace.*rlimits.*death with the worker/);
+    expect(serverSandboxLayers({ ...nothing, shell: true }).rlimits).toBe('ulimit');
+    expect(() => assertServerSandbox(nothing, true)).toThrow(/cannot enforce the network namespace.*run where bubblewrap/);
+  });
+});

@@ -1,0 +1,80 @@
+import { ConfigInvalidError } from '@forge-fleet/shared';
+import type { ProbeResult } from '../sandbox/probe.js';
+
+/** The probe's findings a sandboxed MCP server depends on. */
+export type ServerSandboxProbe = Pick<ProbeResult, 'bubblewrap' | 'unshare' | 'setpriv' | 'prlimit' | 'shell'>;
+
+/** What confines a Platform- or Embedded-tier MCP server on this machine, layer by layer. */
+export interface ServerSandboxLayers {
+  /**
+   * `namespace`: a network namespace of its own, with nothing in it but its own loopback (bubblewrap, else
+   * `unshare`): neither the host's interfaces nor the worker's localhost are reachable. `none`: the host's network.
+   */
+  readonly network: 'namespace' | 'none';
+  /**
+   * `bubblewrap`: a private mount namespace holding only the system's programs and libraries (read-only), the
+   * declared `read` (read-only) and `write` paths, an empty /tmp, its own /proc and a minimal /dev.
+   * `none`: everything the worker's user can reach.
+   */
+  readonly filesystem: 'bubblewrap' | 'none';
+  /**
+   * `namespace`: a PID namespace of its own: it cannot see or signal the worker, and whatever it starts dies
+   * with it, even what left its process group. `process-group`: only a process group of its own.
+   */
+  readonly processes: 'namespace' | 'process-group';
+  /** How CPU time, memory, open files, processes and core dumps are capped (see server-sandbox.ts). */
+  readonly rlimits: 'prlimit' | 'ulimit' | 'none';
+  /** `killed`: the kernel kills the server when its worker dies, even by SIGKILL (`setpriv --pdeathsig`, bubblewrap's `--die-with-parent`). */
+  readonly orphans: 'killed' | 'none';
+  /** The server starts with exactly its declared environment. */
+  readonly environment: 'declared';
+}
+
+/** The layers `probe` found, as sandboxed MCP servers get them (launch-command.ts decides from the same probe). */
+export function serverSandboxLayers(probe: ServerSandboxProbe): ServerSandboxLayers {
+  const namespaces = probe.bubblewrap || probe.unshare;
+  return Object.freeze({
+    network: namespaces ? 'namespace' : 'none',
+    filesystem: probe.bubblewrap ? 'bubblewrap' : 'none',
+    processes: namespaces ? 'namespace' : 'process-group',
+    rlimits: probe.prlimit ? 'prlimit' : probe.shell ? 'ulimit' : 'none',
+    orphans: probe.setpriv || probe.bubblewrap ? 'killed' : 'none',
+    environment: 'declared',
+  });
+}
+
+/**
+ * The layers missing from `layers`, each in words saying what it leaves open,
+ * for a warning or a refusal. Empty when every layer holds. Unlike the tool
+ * sandbox (which has Node's permission model under it), an MCP server has no
+ * other filesystem guard, so the view is required too.
+ */
+export function missingServerSandboxLayers(layers: ServerSandboxLayers): string[] {
+  const missing: string[] = [];
+  if (layers.network === 'none') missing.push('network namespace (bubblewrap or unshare): sandboxed MCP servers can reach the network');
+  if (layers.filesystem === 'none') missing.push('filesystem view (bubblewrap): sandboxed MCP servers see every file the worker\'s user can, not only their declared paths; install bubblewrap');
+  if (layers.processes === 'process-group') missing.push('PID namespace (bubblewrap or unshare): a process a server starts outside its process group can outlive it');
+  if (layers.rlimits === 'none') missing.push('rlimits (prlimit or /bin/sh ulimit): sandboxed MCP servers run without CPU-time, memory, open-file and process caps');
+  if (layers.orphans === 'none') missing.push('death with the worker (setpriv --pdeathsig or bubblewrap): a server outlives a worker killed with SIGKILL');
+  return missing;
+}
+
+/**
+ * The layers sandboxed MCP servers get here; under `--strict-sandbox`, a
+ * refusal when any is missing. The worker calls it at start when it serves
+ * Platform- or Embedded-tier MCP servers, and logs the layers it returns
+ * (and, when not strict, each missing one as a warning).
+ *
+ * @throws ConfigInvalidError when `strict` and a layer is missing, naming each one.
+ */
+export function assertServerSandbox(probe: ServerSandboxProbe, strict: boolean): ServerSandboxLayers {
+  const layers = serverSandboxLayers(probe);
+  const missing = missingServerSandboxLayers(layers);
+  if (strict && missing.length > 0) {
+    throw new ConfigInvalidError('MCP server sandbox', [
+      ...missing.map((layer) => `this machine cannot enforce the ${layer}`),
+      'run where bubblewrap (apt-get install bubblewrap), unprivileged user namespaces and prlimit work, or drop the strict sandbox (development only)',
+    ]);
+  }
+  return layers;
+}

@@ -1,0 +1,313 @@
+import { spawn } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { isFleetError } from '@forge-fleet/shared';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { McpInstance } from '../src/mcp-servers/instance.js';
+import { findLaunchTools, type LaunchTools } from '../src/mcp-servers/launch-command.js';
+import type { McpStdioLaunch } from '../src/mcp-servers/pool-options.js';
+import { McpServerPool } from '../src/mcp-servers/server-pool.js';
+import { assertServerSandbox, serverSandboxLayers } from '../src/mcp-servers/server-sandbox-layers.js';
+import type { ServerSandbox } from '../src/mcp-servers/server-sandbox.js';
+import { probeIsolation } from '../src/sandbox/probe.js';
+
+const ROOT = fileURLToPath(new URL('../../..', import.meta.url));
+const NODE_MODULES = join(ROOT, 'node_modules');
+const FIXTURES = fileURLToPath(new URL('./fixtures', import.meta.url));
+const FILESYSTEM_SERVER = join(NODE_MODULES, '@modelcontextprotocol/server-filesystem/dist/index.js');
+const PROBE_SERVER = join(FIXTURES, 'sandbox-mcp-probe-server.mjs');
+const POOL_CHILD = join(FIXTURES, 'sandbox-mcp-pool-child.ts');
+/** Bounded waits for what happens in the background. */
+const WAIT = { timeout: 15_000, interval: 20 };
+/** The environment the probe server is declared with; the test asserts it sees exactly this. */
+const PROBE_ENV = { PATH: '/usr/bin:/bin', FORGE_PROBE: 'declared' };
+
+let tools: LaunchTools;
+let base: string;
+/** A directory the server may read (declared `read`). */
+let readable: string;
+/** A directory the server may write (declared `write`). */
+let writable: string;
+/** A directory of the host that no server declares. */
+let hidden: string;
+let secret: string;
+const open: { close(): Promise<void> }[] = [];
+
+function track<T extends { close(): Promise<void> }>(thing: T): T {
+  open.push(thing);
+  return thing;
+}
+
+function textOf(result: CallToolResult): string {
+  return result.content.map((block) => (block.type === 'text' ? block.text : '')).join('');
+}
+
+/** The code and message a promise rejects with. */
+async function failureOf(promise: Promise<unknown>): Promise<{ code: unknown; message: string }> {
+  const err: unknown = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  if (!isFleetError(err)) throw new Error(`expected a FleetError, got ${String(err)}`);
+  return { code: err.code, message: err.message };
+}
+
+interface ProcessEntry {
+  readonly pid: number;
+  readonly ppid: number;
+  /** Start time in clock ticks since boot: with the pid, names one process even after its pid is reused. */
+  readonly start: string;
+  readonly comm: string;
+}
+
+/** Every process now, zombies too, read from /proc. */
+function processTable(): ProcessEntry[] {
+  const found: ProcessEntry[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+    } catch {
+      continue;
+    }
+    // "pid (comm) state ppid pgrp … starttime …": comm may hold spaces and parentheses, so fields are counted after the last ')'.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    found.push({ pid: Number(name), ppid: Number(fields[1]), start: fields[19] ?? '', comm: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) });
+  }
+  return found;
+}
+
+/** `root` and every process below it. */
+function treeOf(root: number): ProcessEntry[] {
+  const table = processTable();
+  const tree = table.filter((p) => p.pid === root);
+  for (let i = 0; i < tree.length; i += 1) tree.push(...table.filter((p) => p.ppid === tree[i]?.pid));
+  return tree;
+}
+
+/** Those of `recorded` that still exist (the same pid with the same start time), zombies included. */
+function survivors(recorded: readonly ProcessEntry[]): ProcessEntry[] {
+  const now = processTable();
+  return recorded.filter((r) => now.some((p) => p.pid === r.pid && p.start === r.start));
+}
+
+function probeLaunch(sandbox: ServerSandbox | undefined, env: Record<string, string> = PROBE_ENV): McpStdioLaunch {
+  return { command: process.execPath, args: [PROBE_SERVER], env, startupTimeoutMs: 20_000, ...(sandbox === undefined ? {} : { sandbox }) };
+}
+
+/** The probe server's view: node_modules and the fixtures to run, plus the test's readable and writable directories. */
+function probeSandbox(extra: Partial<ServerSandbox> = {}): ServerSandbox {
+  return { read: [NODE_MODULES, FIXTURES, readable], write: [writable], ...extra };
+}
+
+async function startProbe(sandbox: ServerSandbox | undefined, env?: Record<string, string>): Promise<McpInstance> {
+  return track(await McpInstance.start({ server: 'sandbox-probe', launch: probeLaunch(sandbox, env), tools }));
+}
+
+async function ask(instance: McpInstance, tool: string, args: Record<string, unknown> = {}): Promise<string> {
+  return textOf(await instance.callTool(tool, args, { timeoutMs: 10_000 }));
+}
+
+beforeAll(() => {
+  tools = findLaunchTools(probeIsolation(), process.env.PATH ?? '');
+  base = mkdtempSync(join(tmpdir(), 'forge-mcp-sandbox-'));
+  readable = join(base, 'readable');
+  writable = join(base, 'writable');
+  hidden = join(base, 'hidden');
+  for (const dir of [readable, writable, hidden]) mkdirSync(dir);
+  secret = join(hidden, 'secret.txt');
+  writeFileSync(secret, 'the host secret');
+  writeFileSync(join(readable, 'hello.txt'), 'hello from the root');
+  // Symlinks that lead out of the declared paths, planted on the host.
+  symlinkSync(secret, join(readable, 'link-to-secret'));
+  symlinkSync(hidden, join(readable, 'link-to-hidden'));
+});
+
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((thing) => thing.close()));
+});
+
+afterAll(() => {
+  rmSync(base, { recursive: true, force: true });
+});
+
+describe('the layers of sandboxed MCP servers on this machine', () => {
+  it('are all enforced, so a strict worker starts', () => {
+    const probe = probeIsolation();
+    expect(serverSandboxLayers(probe)).toEqual({ network: 'namespace', filesystem: 'bubblewrap', processes: 'namespace', rlimits: 'prlimit', orphans: 'killed', environment: 'declared' });
+    expect(assertServerSandbox(probe, true).filesystem).toBe('bubblewrap');
+    expect(tools.bwrap).toMatch(/^\//);
+  });
+});
+
+describe('the filesystem server in a sandboxed pool', () => {
+  const filesystemPool = (): McpServerPool =>
+    track(
+      new McpServerPool(
+        {
+          server: 'filesystem',
+          launch: { command: process.execPath, args: [FILESYSTEM_SERVER, readable, writable], sandbox: { read: [NODE_MODULES, readable], write: [writable] } },
+          instances: { min: 1, max: 1 },
+        },
+        tools,
+      ),
+    );
+
+  it('reads and lists inside its root, and writes only where a write path is declared', async () => {
+    const pool = filesystemPool();
+    await pool.start();
+    const call = (tool: string, args: Record<string, unknown>): Promise<CallToolResult> => pool.call({ tool, arguments: args });
+    expect(textOf(await call('read_text_file', { path: join(readable, 'hello.txt') }))).toBe('hello from the root');
+    expect(textOf(await call('list_directory', { path: readable }))).toContain('[FILE] hello.txt');
+
+    const written = await call('write_file', { path: join(writable, 'out.txt'), content: 'written in the sandbox' });
+    expect(written.isError).not.toBe(true);
+    expect(readFileSync(join(writable, 'out.txt'), 'utf8')).toBe('written in the sandbox');
+
+    // Its own checks allow the path (it is inside an allowed directory); the read-only mount refuses it.
+    const refused = await call('write_file', { path: join(readable, 'new.txt'), content: 'x' });
+    expect(refused.isError).toBe(true);
+    expect(textOf(refused)).toMatch(/EROFS|read-only/i);
+    expect(existsSync(join(readable, 'new.txt'))).toBe(false);
+  });
+
+  it('fails paths outside its root, directly and through symlinks planted inside it', async () => {
+    const pool = filesystemPool();
+    await pool.start();
+    for (const path of [secret, join(readable, 'link-to-secret'), join(readable, 'link-to-hidden', 'secret.txt'), '/etc/hostname']) {
+      const result = await pool.call({ tool: 'read_text_file', arguments: { path } });
+      expect(result.isError, path).toBe(true);
+      expect(textOf(result)).not.toContain('the host secret');
+    }
+  });
+});
+
+describe('a sandboxed server process', () => {
+  it('cannot read host files outside its view, even when its own checks would let it', async () => {
+    const instance = await startProbe(probeSandbox());
+    expect(await ask(instance, 'read', { path: join(readable, 'hello.txt') })).toBe('hello from the root');
+    expect(await ask(instance, 'read', { path: secret })).toBe('ERR:ENOENT');
+    expect(await ask(instance, 'read', { path: join(readable, 'link-to-secret') })).toBe('ERR:ENOENT');
+    expect(await ask(instance, 'read', { path: join(readable, 'link-to-hidden', 'secret.txt') })).toBe('ERR:ENOENT');
+    // The worker's process does not exist in its PID namespace, so neither does its environment.
+    expect(await ask(instance, 'read', { path: `/proc/${process.pid}/environ` })).toBe('ERR:ENOENT');
+    expect(await ask(instance, 'read', { path: '/etc/passwd' })).toBe('ERR:ENOENT');
+    // The namespace's init (bubblewrap) holds nothing but the declared environment either.
+    const init = await ask(instance, 'read', { path: '/proc/1/environ' });
+    const initNames = init.startsWith('ERR:') ? [] : init.split('\0').filter((v) => v !== '').map((v) => v.slice(0, v.indexOf('=')));
+    expect(initNames.every((name) => Object.hasOwn(PROBE_ENV, name))).toBe(true);
+
+    // The control: the same server on the host reads what the sandbox hides.
+    const host = await startProbe(undefined);
+    expect(await ask(host, 'read', { path: secret })).toBe('the host secret');
+  });
+
+  it('writes only to write paths and its private /tmp', async () => {
+    const instance = await startProbe(probeSandbox());
+    expect(await ask(instance, 'write', { path: join(writable, 'w.txt'), text: 'ok' })).toBe('ok');
+    expect(readFileSync(join(writable, 'w.txt'), 'utf8')).toBe('ok');
+    expect(await ask(instance, 'write', { path: join(readable, 'w.txt'), text: 'no' })).toBe('ERR:EROFS');
+    expect(await ask(instance, 'write', { path: '/w.txt', text: 'no' })).toBe('ERR:EROFS');
+    expect(await ask(instance, 'write', { path: join(NODE_MODULES, 'w.txt'), text: 'no' })).toBe('ERR:EROFS');
+    expect(await ask(instance, 'write', { path: '/tmp/scratch.txt', text: 'private' })).toBe('ok');
+    expect(existsSync('/tmp/scratch.txt') && readFileSync('/tmp/scratch.txt', 'utf8') === 'private').toBe(false);
+  });
+
+  it('cannot reach the network: not the worker on 127.0.0.1, not a name, not an outside address', async () => {
+    let accepted = 0;
+    const listener: Server = createServer((socket) => {
+      accepted += 1;
+      socket.destroy();
+    });
+    await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
+    const address = listener.address();
+    const port = typeof address === 'object' && address !== null ? address.port : 0;
+    try {
+      const instance = await startProbe(probeSandbox());
+      expect(await ask(instance, 'connect', { host: '127.0.0.1', port })).toBe('ERR:ECONNREFUSED');
+      expect(await ask(instance, 'lookup', { host: 'example.com' })).toMatch(/^ERR:/);
+      expect(await ask(instance, 'connect', { host: '1.1.1.1', port: 443 })).toMatch(/^ERR:(ENETUNREACH|EHOSTUNREACH|TIMEOUT)$/);
+      expect(accepted).toBe(0);
+
+      // The control: the same server on the host reaches the listener.
+      const host = await startProbe(undefined);
+      expect(await ask(host, 'connect', { host: '127.0.0.1', port })).toBe('connected');
+      await vi.waitFor(() => expect(accepted).toBe(1), WAIT);
+    } finally {
+      await new Promise((resolve) => listener.close(resolve));
+    }
+  });
+
+  it('sees exactly its declared environment, and runs under its declared rlimits', async () => {
+    const instance = await startProbe(probeSandbox({ limits: { openFiles: 200, cpuSeconds: 900, memoryMb: 1500 } }));
+    expect(JSON.parse(await ask(instance, 'env'))).toEqual(PROBE_ENV);
+    const limits = await ask(instance, 'read', { path: '/proc/self/limits' });
+    expect(limits).toMatch(/Max open files\s+200\s+200/);
+    expect(limits).toMatch(/Max cpu time\s+900\s+900/);
+    expect(limits).toMatch(new RegExp(`Max data size\\s+${1500 * 1024 * 1024}\\s+${1500 * 1024 * 1024}`));
+    expect(limits).toMatch(/Max core file size\s+0\s+0/);
+  });
+
+  it('refuses to start a command or working directory outside its view, naming the path to declare', async () => {
+    const script = join(hidden, 'server.sh');
+    writeFileSync(script, '#!/bin/sh\nexit 0\n');
+    chmodSync(script, 0o755);
+    const outside = await failureOf(McpInstance.start({ server: 'outside', launch: { command: script, args: [], env: {}, startupTimeoutMs: 5_000, sandbox: { read: [], write: [] } }, tools }));
+    expect(outside.code).toBe('CONFIG_INVALID');
+    expect(outside.message).toContain(`declare ${script}`);
+    const onPath = await failureOf(McpInstance.start({ server: 'outside', launch: { command: 'server.sh', args: [], env: { PATH: hidden }, startupTimeoutMs: 5_000, sandbox: { read: [], write: [] } }, tools }));
+    expect(onPath.message).toContain(`declare ${script}`);
+    const cwd = await failureOf(McpInstance.start({ server: 'cwd', launch: { ...probeLaunch(probeSandbox()), cwd: hidden }, tools }));
+    expect(cwd.code).toBe('CONFIG_INVALID');
+    expect(cwd.message).toContain(`working directory ${hidden} is not in the server's filesystem view`);
+  });
+
+  it('takes what it started with it when closed, even a process that left its process group', async () => {
+    const instance = await startProbe(probeSandbox());
+    expect(await ask(instance, 'spawn-sleep')).toMatch(/^\d+$/);
+    const tree = await vi.waitFor(() => {
+      const found = treeOf(instance.pid);
+      expect(found.map((p) => p.comm)).toContain('sleep');
+      return found;
+    }, WAIT);
+    // bubblewrap outside, its init inside, the server, the sleep.
+    expect(tree.length).toBeGreaterThanOrEqual(4);
+    await instance.close();
+    await vi.waitFor(() => expect(survivors(tree)).toEqual([]), WAIT);
+  });
+
+  it('leaves no process behind when its worker is killed with SIGKILL', async () => {
+    const child = spawn(process.execPath, ['--conditions=forge-source', '--import', 'tsx', POOL_CHILD], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    try {
+      const stderr: string[] = [];
+      child.stderr.on('data', (chunk: Buffer) => stderr.push(chunk.toString('utf8')));
+      const lines = createInterface({ input: child.stdout });
+      const firstLine = await new Promise<string>((resolve, reject) => {
+        lines.once('line', resolve);
+        child.once('exit', (code) => reject(new Error(`the pool child exited (${code}) before starting its pool: ${stderr.join('')}`)));
+      });
+      const started = JSON.parse(firstLine) as { pids: number[]; sleep: string };
+      expect(started.sleep).toMatch(/^\d+$/);
+      expect(started.pids).toHaveLength(1);
+      const tree = await vi.waitFor(() => {
+        const found = treeOf(child.pid ?? 0).filter((p) => p.pid !== child.pid);
+        expect(found.map((p) => p.comm)).toContain('sleep');
+        return found;
+      }, WAIT);
+      expect(tree.map((p) => p.pid)).toContain(started.pids[0]);
+      child.kill('SIGKILL');
+      await exited;
+      await vi.waitFor(() => expect(survivors(tree)).toEqual([]), WAIT);
+    } finally {
+      child.kill('SIGKILL');
+      await exited;
+    }
+  });
+});
