@@ -119,6 +119,15 @@ describe('forge-worker --mcp', () => {
     expect(await t.client.call('changing.slow', { ms: 1 }, { timeoutMs: 30_000 })).toMatchObject({ isError: false, content: 'slept 1' });
   });
 
+  it('gives up at once on a sandboxed server whose files are not in its view, and /readyz says what to declare', async () => {
+    const port = await freePort();
+    // Its cwd (and script) lie outside the view: no start of it can work, so none is retried.
+    const file = serversFile({ changing: { command: process.execPath, args: [CHANGING], cwd: ROOT, env: { PATH: { fromEnv: 'PATH' } }, tier: 'platform' } });
+    await t.fleet.worker({ tier: 'platform', tools: false, mcp: file, env: { FORGE_SANDBOX: 'on', FORGE_METRICS_PORT: String(port), FORGE_METRICS_HOST: '127.0.0.1' } });
+    const body = (await (await fetch(`http://127.0.0.1:${port}/readyz`)).json()) as { servers: { name: string; state: string; error?: string }[] };
+    expect(body.servers).toEqual([expect.objectContaining({ name: 'changing', state: 'stopped', error: expect.stringMatching(/cwd|filesystem/) as string })]);
+  });
+
   it('refuses to start when a tools module and a server offer the same name, saying which', async () => {
     const module = join(mkdtempSync(join(tmpdir(), 'forge-mcp-')), 'clash.mjs');
     writeFileSync(module, `import { defineTool } from '${join(ROOT, 'packages/shared/src/index.ts')}';\nexport default [defineTool({ name: 'everything.echo', tier: 'host', handler: () => 'mine' })];\n`);

@@ -73,7 +73,7 @@ export class McpToolExecutor implements CallerBoundExecutor {
    * may hold anything the server prints, its environment included.
    */
   #forCaller(err: unknown): unknown {
-    if (err instanceof McpServerLostError) return new McpServerLostError(this.name, err.server, err.pid, { cause: err });
+    if (err instanceof McpServerLostError) return new McpServerLostError(this.name, err.server, err.instance, { cause: err });
     if (err instanceof UnavailableError) return new UnavailableError(`its MCP server '${this.target.server}' is not running`, { what: `tool '${this.name}'`, cause: err });
     if (isFleetError(err)) return err;
     return new ExecutionFailedError(this.name, `MCP server '${this.target.server}' failed the call`, { cause: err });

@@ -22,10 +22,11 @@ export function poolOptionsOf(config: McpServerConfig, how: { readonly sandbox: 
           startupTimeoutMs: config.startupTimeoutMs,
           ...(how.sandbox ? { sandbox: { read: [...(config.filesystem?.read ?? [])], write: [...(config.filesystem?.write ?? [])] } } : {}),
         }
-      : { url: t.url, headers: revealAll(t.headers), startupTimeoutMs: config.startupTimeoutMs };
+      : // Header values stay wrapped (SecretValue) until the request that sends them.
+        { url: t.url, headers: { ...t.headers }, startupTimeoutMs: config.startupTimeoutMs };
   return {
     server: config.name,
-    launch: launch as z.input<typeof McpServerPoolOptions>['launch'],
+    launch,
     instances: { min: config.instances.min, max: config.instances.max, callsPerInstance: config.callsPerInstance, idleMs: config.idleMs },
     session: config.session,
     restart: { initialDelayMs: config.restartBackoff.initialMs, maxDelayMs: config.restartBackoff.maxMs },

@@ -1,5 +1,7 @@
 import { ConfigInvalidError } from '@forge-fleet/shared';
 import { z } from 'zod';
+import { SecretValue } from './secret-value.js';
+import type { ServerSandbox } from './server-sandbox.js';
 
 /**
  * The pool's defaults, in one place: the schemas below and the servers file
@@ -42,15 +44,47 @@ export const McpStdioLaunch = z.object({
    * @defaultValue 30000
    */
   startupTimeoutMs: z.number().int().positive().default(POOL_DEFAULTS.startupTimeoutMs),
+  /** Platform/Embedded tiers: the confinement the process runs in (see server-sandbox.ts); absent on the host tier. */
+  sandbox: z.custom<ServerSandbox>((v) => typeof v === 'object' && v !== null).optional(),
 });
 export type McpStdioLaunch = z.infer<typeof McpStdioLaunch>;
+
+/**
+ * How to reach one Streamable HTTP MCP server. `headers` are resolved values:
+ * a {@link SecretValue} (from a file or the worker's environment) or a literal
+ * from the servers file. They are sent with every request and appear in no
+ * message, event or log line (see http-instance.ts).
+ */
+export const McpHttpLaunch = z.object({
+  /** The upstream's MCP endpoint; credentials belong in `headers`, not in the URL. */
+  url: z.url({ protocol: /^https?$/ }),
+  /** @defaultValue {} */
+  headers: z.record(z.string(), z.union([z.string(), z.instanceof(SecretValue)])).default({}),
+  /** From the first request to a completed `initialize`. @defaultValue 30000 */
+  startupTimeoutMs: z.number().int().positive().default(POOL_DEFAULTS.startupTimeoutMs),
+});
+export type McpHttpLaunch = z.infer<typeof McpHttpLaunch>;
+
+/**
+ * How the pool reaches its server: a stdio process per instance
+ * ({@link McpStdioLaunch}, told by `command`) or a Streamable HTTP session per
+ * instance ({@link McpHttpLaunch}, told by `url`). Strict, so that a stray key
+ * of the other kind is an error rather than silently dropped.
+ */
+export const McpLaunch = z.union([McpStdioLaunch.strict(), McpHttpLaunch.strict()]);
+export type McpLaunch = z.infer<typeof McpLaunch>;
+
+/** Whether `launch` reaches a Streamable HTTP upstream. */
+export function isHttpLaunch(launch: McpLaunch): launch is McpHttpLaunch {
+  return 'url' in launch;
+}
 
 /** The options of one server's pool of warm instances on one worker. */
 export const McpServerPoolOptions = z
   .object({
     /** The server's name, used in messages and events. */
     server: z.string().min(1),
-    launch: McpStdioLaunch,
+    launch: McpLaunch,
     instances: z
       .object({
         /**
@@ -138,8 +172,24 @@ export type McpServerPoolOptions = z.infer<typeof McpServerPoolOptions>;
 export function resolveMcpServerPoolOptions(options: z.input<typeof McpServerPoolOptions>): Readonly<McpServerPoolOptions> {
   const r = McpServerPoolOptions.safeParse(options);
   if (!r.success) {
-    const problems = r.error.issues.map((i) => `${i.path.length === 0 ? '(root)' : i.path.join('.')}: ${i.message}`);
+    const problems = r.error.issues.flatMap((issue) => problemsOf(issue, options));
     throw new ConfigInvalidError(`MCP server pool options${typeof options.server === 'string' ? ` of '${options.server}'` : ''}`, problems, { cause: r.error });
   }
   return Object.freeze(r.data);
+}
+
+/**
+ * One issue as `path: message`. A `launch` that fits neither kind is described
+ * by the kind it was meant to be (`url` given: HTTP), not as a bare "invalid input".
+ */
+function problemsOf(issue: z.core.$ZodIssue, options: z.input<typeof McpServerPoolOptions>): string[] {
+  const where = (path: readonly PropertyKey[]): string => (path.length === 0 ? '(root)' : path.map(String).join('.'));
+  if (issue.code === 'invalid_union' && where(issue.path) === 'launch') {
+    const launch: object = typeof options.launch === 'object' && options.launch !== null ? options.launch : {};
+    if ('url' in launch && 'command' in launch) return ['launch: a server is reached by `command` (stdio) or `url` (Streamable HTTP), not both'];
+    const meant = 'url' in launch ? 1 : 0;
+    const branch = issue.errors[meant] ?? [];
+    if (branch.length > 0) return branch.map((i) => `${where([...issue.path, ...i.path])}: ${i.message}`);
+  }
+  return [`${where(issue.path)}: ${issue.message}`];
 }

@@ -1,11 +1,20 @@
 import { EventEmitter } from 'node:events';
-import { BadRequestError, CancelledError, ExecutionTimeoutError, UnavailableError } from '@forge-fleet/shared';
+import { BadRequestError, ConfigInvalidError, CancelledError, ExecutionTimeoutError, UnavailableError } from '@forge-fleet/shared';
 import type { CallToolResult, Progress, Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { z } from 'zod';
-import { McpInstance, type McpInstanceExit } from './instance.js';
+import { HttpMcpInstance } from './http-instance.js';
+import { McpInstance } from './instance.js';
 import type { LaunchTools } from './launch-command.js';
-import { type McpServerPoolOptions, resolveMcpServerPoolOptions } from './pool-options.js';
+import { isHttpLaunch, type McpServerPoolOptions, resolveMcpServerPoolOptions } from './pool-options.js';
 import { isCrashLoop, restartDelayMs } from './restart-policy.js';
+import type { McpInstanceExit, UpstreamInstance } from './upstream-instance.js';
+
+/**
+ * `notifications/tools/list_changed` within this many milliseconds make one
+ * `toolsChanged`: a server that adds tools one by one, or every instance
+ * announcing the same change, re-imports the catalog once.
+ */
+const TOOLS_CHANGED_COALESCE_MS = 100;
 
 /** One call through the pool. */
 export interface McpPoolCall {
@@ -23,14 +32,19 @@ export interface McpPoolCall {
 
 /** The events of an {@link McpServerPool}. */
 export interface McpServerPoolEvents {
-  /** An instance answered `initialize` and takes calls. */
-  instanceStarted: [{ readonly pid: number }];
+  /** An instance (a process, or a session with an HTTP upstream) answered `initialize` and takes calls. */
+  instanceStarted: [{ readonly instance: string; readonly pid: number | undefined }];
   /** An instance is gone; `failed` when it died on its own or stopped answering (then it counts towards a crash loop). */
   instanceExited: [McpInstanceExit & { readonly failed: boolean }];
   /** An instance could not be started. */
   startFailed: [{ readonly error: Error }];
   /** Too many failures in a row: the pool stopped for good and every call now fails with UNAVAILABLE. */
   stopped: [{ readonly error: Error }];
+  /**
+   * The server's tool list changed (an instance received `notifications/tools/list_changed`): list the tools
+   * again. A burst of notifications, from one instance or several, makes one event.
+   */
+  toolsChanged: [];
 }
 
 /** `running` serves calls; `stopped` gave up after a crash loop; `closed` was closed. */
@@ -39,7 +53,14 @@ export type McpServerPoolState = 'running' | 'stopped' | 'closed';
 /** What the pool is doing now, for health checks and tests. */
 export interface McpServerPoolStatus {
   readonly state: McpServerPoolState;
-  readonly instances: readonly { readonly pid: number; readonly inFlight: number; readonly caller: string | undefined }[];
+  readonly instances: readonly {
+    /** The instance for people: `pid 1234`, or `session 6f1c… at https://host/mcp`. */
+    readonly id: string;
+    /** The process of a stdio instance; `undefined` for an HTTP session. */
+    readonly pid: number | undefined;
+    readonly inFlight: number;
+    readonly caller: string | undefined;
+  }[];
   readonly starting: number;
   readonly waiting: number;
   /** Why the pool stopped, or the latest failure to start an instance. */
@@ -47,7 +68,7 @@ export interface McpServerPoolStatus {
 }
 
 interface Entry {
-  readonly instance: McpInstance;
+  readonly instance: UpstreamInstance;
   readonly startedAt: number;
   inFlight: number;
   /** In `perCaller` mode, the caller this instance belongs to. */
@@ -68,13 +89,14 @@ interface Waiter {
 }
 
 /**
- * A warm pool of one stdio MCP server's processes on one worker: `min` to
- * `max` instances, `callsPerInstance` calls each, further calls waiting in
- * order for a slot. An instance that dies is replaced after an exponential
+ * A warm pool of one MCP server's instances on one worker — stdio processes,
+ * or sessions with a Streamable HTTP upstream: `min` to `max` instances,
+ * `callsPerInstance` calls each, further calls waiting in order for a slot. An instance that dies is replaced after an exponential
  * backoff, and a crash loop stops the pool; an instance that does not answer
  * a ping after a call timed out is replaced. In `perCaller` mode each caller
- * has an instance of its own until it has been idle for `idleMs`.
- * {@link close} kills every process it started.
+ * has an instance of its own until it has been idle for `idleMs`. A tool
+ * list change announced by any instance becomes one `toolsChanged` event.
+ * {@link close} kills every process it started and ends every session.
  */
 export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
   /** The resolved options (defaults filled in). */
@@ -90,6 +112,7 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
   #restartTimer: NodeJS.Timeout | undefined;
   #state: McpServerPoolState = 'running';
   #lastError: Error | undefined;
+  #toolsChangedTimer: NodeJS.Timeout | undefined;
 
   /**
    * @param launchTools the wrappers every server process is started with (see findLaunchTools).
@@ -160,7 +183,7 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
   status(): McpServerPoolStatus {
     return {
       state: this.#state,
-      instances: [...this.#entries].filter((e) => !e.retiring).map((e) => ({ pid: e.instance.pid, inFlight: e.inFlight, caller: e.caller })),
+      instances: [...this.#entries].filter((e) => !e.retiring).map((e) => ({ id: e.instance.id, pid: e.instance.pid, inFlight: e.inFlight, caller: e.caller })),
       starting: this.#starting.size,
       waiting: this.#waiters.length,
       lastError: this.#lastError,
@@ -171,6 +194,7 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
   async close(): Promise<void> {
     if (this.#state !== 'closed') this.#state = 'closed';
     clearTimeout(this.#restartTimer);
+    clearTimeout(this.#toolsChangedTimer);
     this.#rejectWaiters(new UnavailableError('the pool was closed', { what: `MCP server '${this.options.server}'` }));
     // A launch that ends now sees the pool closed and closes its instance itself.
     await Promise.all([...this.#starting]);
@@ -277,7 +301,11 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
   /** Starts one instance; resolves with the error when it could not be started (never rejects). */
   #launch(): Promise<Error | undefined> {
     const { server, launch } = this.options;
-    const started = McpInstance.start({ server, launch, tools: this.#launchTools }).then(
+    const onToolsChanged = (): void => this.#toolsChanged();
+    const starting: Promise<UpstreamInstance> = isHttpLaunch(launch)
+      ? HttpMcpInstance.start({ server, launch, onToolsChanged })
+      : McpInstance.start({ server, launch, tools: this.#launchTools, onToolsChanged });
+    const started = starting.then(
       async (instance) => {
         this.#starting.delete(started);
         if (this.#state !== 'running') {
@@ -287,7 +315,7 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
         const entry: Entry = { instance, startedAt: Date.now(), inFlight: 0, caller: undefined, retiring: false, unresponsive: false, idleTimer: undefined };
         this.#entries.add(entry);
         instance.on('exit', (exit) => this.#onExit(entry, exit));
-        this.emit('instanceStarted', { pid: instance.pid });
+        this.emit('instanceStarted', { instance: instance.id, pid: instance.pid });
         this.#scheduleIdle(entry);
         this.#dispatch();
         return undefined;
@@ -298,6 +326,12 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
         if (this.#state !== 'running') return error;
         this.#lastError = error;
         this.emit('startFailed', { error });
+        // A launch the configuration itself rules out (a command or cwd outside the sandbox's view) fails the same
+        // way every time: the pool stops at once rather than retry its way to a crash loop.
+        if (err instanceof ConfigInvalidError) {
+          this.#stop(error);
+          return error;
+        }
         this.#recordFailure(error);
         this.#ensureCapacity();
         return error;
@@ -316,8 +350,9 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
     if (failed && this.#state === 'running') {
       // A long, healthy run ends the run of failures: the next restart waits only the initial delay.
       if (Date.now() - entry.startedAt >= this.options.restart.stableAfterMs) this.#failuresInARow = 0;
-      const why = entry.unresponsive ? 'stopped answering' : 'died';
-      this.#recordFailure(new UnavailableError(`an instance (pid ${exit.pid}) ${why}${exit.stderrTail === '' ? '' : `; its stderr: ${exit.stderrTail.trim().slice(-1000)}`}`, { what: `MCP server '${this.options.server}'` }));
+      const why = entry.unresponsive ? 'stopped answering' : exit.pid === undefined ? 'ended' : 'died';
+      const detail = exit.detail === '' ? '' : exit.pid === undefined ? `: ${exit.detail}` : `; its stderr: ${exit.detail}`;
+      this.#recordFailure(new UnavailableError(`an instance (${exit.instance}) ${why}${detail}`, { what: `MCP server '${this.options.server}'` }));
     }
     this.#dispatch();
   }
@@ -381,7 +416,16 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
     entry.unresponsive = true;
     entry.retiring = true;
     if (entry.caller !== undefined && this.#sessions.get(entry.caller) === entry) this.#sessions.delete(entry.caller);
-    entry.instance.kill();
+    entry.instance.abandon();
+  }
+
+  /** One `toolsChanged` for every burst of notifications: the first starts the window, the rest join it. */
+  #toolsChanged(): void {
+    if (this.#state !== 'running' || this.#toolsChangedTimer !== undefined) return;
+    this.#toolsChangedTimer = setTimeout(() => {
+      this.#toolsChangedTimer = undefined;
+      if (this.#state === 'running') this.emit('toolsChanged');
+    }, TOOLS_CHANGED_COALESCE_MS);
   }
 }
 

@@ -33,7 +33,7 @@ export const SERVER_LIMIT_DEFAULTS: ServerLimits = Object.freeze({ cpuSeconds: 3
 
 /**
  * The confinement of a Platform- or Embedded-tier MCP server process (see
- * server-sandbox-command.ts for how it is built and docs/mcp-servers-isolation.md).
+ * server-sandbox-command.ts for how it is built and docs/mcp-servers.md, "Isolation").
  */
 export interface ServerSandbox {
   /** Absolute paths the server sees read-only (besides the system's own files it needs to run). */

@@ -134,8 +134,8 @@ export class WorkerServers extends EventEmitter<WorkerServersEvents> {
   #watch(served: Served): void {
     const { pool, config } = served;
     const log = this.#o.log;
-    pool.on('instanceStarted', ({ pid }) => {
-      log.info({ server: config.name, pid }, 'MCP server instance started');
+    pool.on('instanceStarted', ({ instance }) => {
+      log.info({ server: config.name, instance }, 'MCP server instance started');
       // A server that was down (or slow at start) is up now: its tools join.
       if (served.state !== 'up') void this.#import(served);
     });
@@ -149,8 +149,8 @@ export class WorkerServers extends EventEmitter<WorkerServersEvents> {
       served.error = error.message;
       this.#setTools(served, []);
     });
-    // Present once the pool tells list changes (notifications/tools/list_changed).
-    (pool as unknown as EventEmitter).on('toolsChanged', () => void this.#import(served));
+    // notifications/tools/list_changed from any instance, a burst told once.
+    pool.on('toolsChanged', () => void this.#import(served));
   }
 
   #failed(served: Served, err: unknown): void {

@@ -337,18 +337,23 @@ export interface WorkerLostOptions {
  */
 export class McpServerLostError extends FleetError {
   readonly code = ErrorCode.MCP_SERVER_LOST;
+  /** The instance for people: `pid 4242` for a process, `session 6f1c… at https://host/mcp` for an HTTP session. */
+  readonly instance: string;
   constructor(
     readonly toolName: string,
     readonly server: string,
-    readonly pid: number,
+    /** A process id, or the instance's label. */
+    instance: number | string,
     options: { stderrTail?: string; cause?: unknown } = {},
   ) {
+    const label = typeof instance === 'number' ? `pid ${instance}` : instance;
     const tail = options.stderrTail === undefined || options.stderrTail === '' ? '' : `; its last stderr: ${options.stderrTail}`;
     super(
-      `the instance (pid ${pid}) of MCP server '${server}' running tool '${toolName}' ended before the call did, so whether it took effect is unknown${tail}; check before calling it again`,
-      { toolName, server, pid },
+      `the instance (${label}) of MCP server '${server}' running tool '${toolName}' ended before the call did, so whether it took effect is unknown${tail}; check before calling it again`,
+      { toolName, server, instance: label },
       { cause: options.cause },
     );
+    this.instance = label;
   }
 }
 

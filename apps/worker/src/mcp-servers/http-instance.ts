@@ -1,0 +1,178 @@
+import { McpServerLostError, UnavailableError } from '@forge-fleet/shared';
+import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ErrorCode as McpErrorCode } from '@modelcontextprotocol/sdk/types.js';
+import type { McpHttpLaunch } from './pool-options.js';
+import { revealAll } from './secret-value.js';
+import { isMcpError, UpstreamInstance, type UpstreamHooks } from './upstream-instance.js';
+
+/** How long ending a session may wait for the upstream to answer its DELETE: one that hangs must not hold up a worker's shutdown. */
+const TERMINATE_TIMEOUT_MS = 5_000;
+
+/** What a redacted secret shows instead. */
+const REDACTED = '[redacted]';
+
+/** The shortest part of a header value (a token after `Bearer `) that is redacted on its own: shorter words would blank ordinary text. */
+const MIN_REDACTED_PART = 8;
+
+/**
+ * One MCP session with a Streamable HTTP upstream, through the official SDK's
+ * client and StreamableHTTPClientTransport. The pool treats it as it treats a
+ * process: `min`/`max`/`callsPerInstance` count sessions, a `perCaller`
+ * caller gets a session of its own, and a session that the upstream loses
+ * (the connection drops, the upstream forgets it and answers 404, or cannot be
+ * reached) ends, so that the pool replaces it with its restart backoff.
+ * Closing it terminates the session with a DELETE; nothing is killed.
+ *
+ * The headers are secrets: they go into requests and nowhere else. Every
+ * message this class makes is built from the status code and the fleet's own
+ * words, with any header value that might still appear redacted, and no raw
+ * SDK error travels as a `cause` (its text may quote the upstream's answer).
+ */
+export class HttpMcpInstance extends UpstreamInstance {
+  readonly #transport: StreamableHTTPClientTransport;
+  /** The URL for people: origin and path, without a query that might carry a key. */
+  readonly #where: string;
+  /** The header values and their longer parts, longest first, removed from every message. */
+  readonly #secrets: readonly string[];
+  /** Why the session was lost, once it was. */
+  #lostDetail = '';
+  /** `initialize` was answered: from now on a failed connection ends the session. */
+  #open = false;
+
+  private constructor(server: string, launch: McpHttpLaunch, hooks: UpstreamHooks) {
+    super(server, hooks);
+    const url = new URL(launch.url);
+    this.#where = `${url.origin}${url.pathname}`;
+    // The one place the values are revealed: into the requests' headers.
+    const headers = revealAll(launch.headers);
+    this.#secrets = secretsOf(Object.values(headers));
+    this.#transport = new StreamableHTTPClientTransport(url, { requestInit: { headers } });
+    // Set before connect, which chains its own handler after this one: the transport reports here what it does not throw.
+    this.#transport.onerror = (err) => this.#onTransportError(err);
+  }
+
+  /**
+   * Opens a session: `initialize` and its answer.
+   *
+   * @throws UnavailableError naming the server and URL (never a header value) when the upstream cannot be reached,
+   *   refuses the request (a 401 for wrong credentials, say), or does not answer within `launch.startupTimeoutMs`.
+   */
+  static async start(options: { server: string; launch: McpHttpLaunch } & UpstreamHooks): Promise<HttpMcpInstance> {
+    const { server, launch } = options;
+    const instance = new HttpMcpInstance(server, launch, options);
+    try {
+      await instance.client.connect(instance.#transport, { timeout: launch.startupTimeoutMs });
+    } catch (err) {
+      instance.expected = true;
+      await instance.client.close().catch(() => undefined);
+      const reason = isMcpError(err, McpErrorCode.RequestTimeout) ? `it did not answer initialize within ${launch.startupTimeoutMs} ms` : instance.#startFailure(err);
+      throw new UnavailableError(reason, { what: `MCP server '${server}' (${instance.#where})` });
+    }
+    instance.client.onclose = () => instance.markEnded(instance.expected ? '' : instance.#lostDetail);
+    instance.#open = true;
+    return instance;
+  }
+
+  override get id(): string {
+    const session = this.#transport.sessionId;
+    // A prefix only: to some upstreams a session id is as good as a credential.
+    return `${session === undefined ? 'stateless session' : `session ${session.slice(0, 8)}…`} at ${this.#where}`;
+  }
+
+  override get pid(): undefined {
+    return undefined;
+  }
+
+  /** Terminates the session (DELETE, bounded by a timeout; an upstream that does not support it answers 405), then drops the connection. */
+  override async close(): Promise<void> {
+    this.expected = true;
+    if (!this.alive) return;
+    const ended = new Promise<void>((resolve) => this.once('exit', () => resolve()));
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<void>((resolve) => (timer = setTimeout(resolve, TERMINATE_TIMEOUT_MS)));
+    await Promise.race([this.#transport.terminateSession().catch(() => undefined), timeout]);
+    clearTimeout(timer);
+    // Aborts whatever is still open, a DELETE that timed out too.
+    await this.client.close().catch(() => undefined);
+    await ended;
+  }
+
+  /** An upstream session that stopped answering: terminated as far as the upstream still listens, not waited for. */
+  override abandon(): void {
+    void this.close();
+  }
+
+  protected override lost(toolName: string, cause?: unknown): McpServerLostError {
+    return new McpServerLostError(toolName, this.server, this.id, cause === undefined ? {} : { cause: this.causeOf(cause) });
+  }
+
+  protected override connectionFailed(err: unknown): boolean {
+    return sessionIsGone(err);
+  }
+
+  protected override describe(err: unknown): string {
+    return this.#redact(describeHttpFailure(err));
+  }
+
+  protected override causeOf(err: unknown): Error {
+    return new Error(this.describe(err));
+  }
+
+  #startFailure(err: unknown): string {
+    if (err instanceof StreamableHTTPError && (err.code === 401 || err.code === 403)) {
+      return `it refused the session with HTTP ${err.code}; check the credentials in its headers (the values are not shown)`;
+    }
+    if (err instanceof StreamableHTTPError && err.code !== undefined && err.code > 0) return `it answered initialize with HTTP ${err.code}`;
+    return `it cannot be reached: ${this.describe(err)}`;
+  }
+
+  /** A connection or stream that failed for good ends the session: its calls can no longer be answered. */
+  #onTransportError(err: Error): void {
+    // Before the session is open, `start` sees the same failure as its connect's rejection.
+    if (!this.#open || this.expected || !this.alive || !sessionIsGone(err)) return;
+    this.#lostDetail = `the session was lost: ${this.describe(err)}`;
+    void this.client.close();
+  }
+
+  #redact(text: string): string {
+    let out = text;
+    for (const secret of this.#secrets) out = out.split(secret).join(REDACTED);
+    return out;
+  }
+}
+
+/**
+ * Whether a transport failure means the session can no longer be used: the
+ * upstream cannot be reached (fetch's TypeError), forgot the session (404, as
+ * after a restart), or a stream broke off and could not be resumed.
+ */
+function sessionIsGone(err: unknown): boolean {
+  if (err instanceof StreamableHTTPError) return err.code === 404;
+  if (err instanceof TypeError) return true;
+  if (!(err instanceof Error)) return false;
+  // The transport reports broken SSE streams only as these messages (SDK 1.32 streamableHttp.js).
+  return /^(SSE stream disconnected|Failed to reconnect SSE stream|Maximum reconnection attempts)/.test(err.message);
+}
+
+/** A failure in the fleet's words: the status code rather than the upstream's body, the network error's code. */
+function describeHttpFailure(err: unknown): string {
+  if (err instanceof StreamableHTTPError) return err.code !== undefined && err.code > 0 ? `the upstream answered HTTP ${err.code}` : err.message;
+  if (err instanceof TypeError) {
+    const cause: unknown = err.cause;
+    const detail = cause instanceof Error ? ((cause as NodeJS.ErrnoException).code ?? cause.message) : undefined;
+    return `${err.message}${detail === undefined ? '' : ` (${detail})`}`;
+  }
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** Each value, its URL-encoded form, and each of its longer space-separated parts (the token of `Bearer <token>`), longest first. */
+function secretsOf(values: readonly string[]): string[] {
+  const found = new Set<string>();
+  for (const value of values) {
+    if (value === '') continue;
+    found.add(value);
+    found.add(encodeURIComponent(value));
+    for (const part of value.split(/\s+/)) if (part.length >= MIN_REDACTED_PART) found.add(part);
+  }
+  return [...found].sort((a, b) => b.length - a.length);
+}

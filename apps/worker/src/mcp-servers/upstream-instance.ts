@@ -1,0 +1,193 @@
+import { EventEmitter } from 'node:events';
+import { CancelledError, ExecutionFailedError, ExecutionTimeoutError, isFleetError, type McpServerLostError } from '@forge-fleet/shared';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { type CallToolResult, ErrorCode as McpErrorCode, McpError, type Progress, ProgressNotificationSchema, type Tool, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+
+/** How the fleet names itself to servers in `initialize`. */
+const CLIENT_INFO = { name: 'forge-fleet-worker', version: '0.1.0' } as const;
+
+/** Why an instance ended, told once by its `exit` event. */
+export interface McpInstanceExit {
+  /** The instance for people: `pid 1234` for a process, `session 6f1c… at https://host/mcp` for an HTTP session. */
+  readonly instance: string;
+  /** The process id of a stdio instance; `undefined` for an HTTP session. */
+  readonly pid: number | undefined;
+  /** True when the instance was closed or abandoned through this object; false when it ended on its own. */
+  readonly expected: boolean;
+  /** What is known of why, for people: a process's last stderr, an upstream's failure (never a header value); may be ''. */
+  readonly detail: string;
+}
+
+/** The events of an {@link UpstreamInstance}. */
+export interface McpInstanceEvents {
+  /** The process is gone or the session ended; emitted once. */
+  exit: [McpInstanceExit];
+}
+
+/** What the pool hands an instance when it starts one. */
+export interface UpstreamHooks {
+  /** The server sent `notifications/tools/list_changed` (from `initialize` on: a server may add tools right after it). */
+  readonly onToolsChanged?: () => void;
+}
+
+/** What one {@link UpstreamInstance.callTool} may add to the tool's name and arguments. */
+export interface McpCallOptions {
+  /** Aborting it sends `notifications/cancelled` for the call, which then ends with CANCELLED. */
+  readonly signal?: AbortSignal;
+  /** Receives each `notifications/progress` the server sends for the call, in the order it sent them. */
+  readonly onProgress?: (progress: Progress) => void;
+  /** The call ends with EXECUTION_TIMEOUT (and a cancel is sent) past this many milliseconds. */
+  readonly timeoutMs: number;
+}
+
+/**
+ * One connection to an MCP server through the official SDK's client — a
+ * stdio process (instance.ts) or a Streamable HTTP session (http-instance.ts).
+ * What does not depend on the transport lives here: listing and calling
+ * tools, pings, progress routing, `list_changed`, and how an SDK failure
+ * becomes a fleet error. The pool sees only this class.
+ */
+export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
+  /** Progress callbacks of running calls, by the token this instance gave each call. */
+  readonly #progress = new Map<string, (progress: Progress) => void>();
+  #nextToken = 0;
+  #ended = false;
+  /** Set before this object ends the connection itself, so that the end is not taken for a failure. */
+  protected expected = false;
+
+  /** The client every subclass connects; created here so that no notification can arrive before its handler. */
+  protected readonly client: Client;
+
+  protected constructor(
+    /** The server's name, for messages. */
+    readonly server: string,
+    hooks: UpstreamHooks,
+  ) {
+    super();
+    // No capabilities: the fleet answers no roots, sampling or elicitation requests, so it claims none.
+    this.client = new Client(CLIENT_INFO, { capabilities: {} });
+    // Set directly rather than through the Client's `listChanged` option, which listens only to servers that
+    // declare `tools.listChanged`: a server that sends the notification without declaring it is followed too.
+    this.client.setNotificationHandler(ToolListChangedNotificationSchema, () => hooks.onToolsChanged?.());
+    // Progress is routed here rather than by the SDK's `onprogress`: the SDK drops its progress handler as soon as
+    // the response arrives, while notifications are handled a tick later, so the last step (sent just before the
+    // result) was lost. A token of our own stays routed until the call's own code has seen the result.
+    this.client.setNotificationHandler(ProgressNotificationSchema, (notification) => {
+      const { progressToken, _meta: _ignored, ...progress } = notification.params;
+      this.#progress.get(String(progressToken))?.(progress);
+    });
+  }
+
+  /** The instance for people, as in {@link McpInstanceExit.instance}. */
+  abstract get id(): string;
+
+  /** The process id of a stdio instance; `undefined` for an HTTP session. */
+  abstract get pid(): number | undefined;
+
+  /** Whether it is still connected. */
+  get alive(): boolean {
+    return !this.#ended;
+  }
+
+  /** Every tool the server lists now, following `nextCursor` pages. */
+  async listTools(options: { timeoutMs: number }): Promise<Tool[]> {
+    const tools: Tool[] = [];
+    let cursor: string | undefined;
+    try {
+      do {
+        const page = await this.client.listTools(cursor === undefined ? {} : { cursor }, { timeout: options.timeoutMs });
+        tools.push(...page.tools);
+        cursor = page.nextCursor;
+      } while (cursor !== undefined);
+    } catch (err) {
+      throw this.#failure('tools/list', err, { timeoutMs: options.timeoutMs });
+    }
+    return tools;
+  }
+
+  /**
+   * Calls one tool and returns its result as the server gave it (a tool's own
+   * failure is a result with `isError`, not a throw).
+   *
+   * @throws CancelledError when `options.signal` aborts (a cancel was sent to the server).
+   * @throws ExecutionTimeoutError past `options.timeoutMs` (a cancel was sent to the server).
+   * @throws McpServerLostError when the process or session ends before the call does.
+   * @throws ExecutionFailedError when the server answers with a JSON-RPC error (unknown tool, bad arguments…).
+   */
+  async callTool(name: string, args: Record<string, unknown>, options: McpCallOptions): Promise<CallToolResult> {
+    if (this.#ended) throw this.lost(name);
+    const token = `forge-${(this.#nextToken += 1)}`;
+    if (options.onProgress !== undefined) this.#progress.set(token, options.onProgress);
+    try {
+      // The SDK sends `notifications/cancelled` itself on abort and on its timeout.
+      const result = await this.client.callTool({ name, arguments: args, ...(options.onProgress === undefined ? {} : { _meta: { progressToken: token } }) }, undefined, {
+        timeout: options.timeoutMs,
+        ...(options.signal === undefined ? {} : { signal: options.signal }),
+      });
+      return result as CallToolResult;
+    } catch (err) {
+      throw this.#failure(name, err, options);
+    } finally {
+      this.#progress.delete(token);
+    }
+  }
+
+  /** Whether the server answers a `ping` within `timeoutMs`: one that does not has stopped answering. */
+  async ping(timeoutMs: number): Promise<boolean> {
+    if (this.#ended) return false;
+    try {
+      await this.client.ping({ timeout: timeoutMs });
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Ends the instance and resolves once it is gone: a process is stopped, a session is terminated. */
+  abstract close(): Promise<void>;
+
+  /** Ends the instance at once, without waiting (one that stopped answering): a process is SIGKILLed, a session dropped. */
+  abstract abandon(): void;
+
+  /** The error of a call that the end of this instance cut short. */
+  protected abstract lost(toolName: string, cause?: unknown): McpServerLostError;
+
+  /** Whether `err`, thrown by the SDK, means the connection itself failed (beyond the SDK's own "closed"); false by default. */
+  protected connectionFailed(_err: unknown): boolean {
+    return false;
+  }
+
+  /** What of `err` may be shown; subclasses remove what must not be (header values). */
+  protected describe(err: unknown): string {
+    return err instanceof Error ? err.message : String(err);
+  }
+
+  /** What of `err` may travel as a fleet error's `cause` (logged with it); subclasses drop what could hold a secret. */
+  protected causeOf(err: unknown): unknown {
+    return err;
+  }
+
+  /** Marks the instance ended, once, and tells the `exit` listeners. */
+  protected markEnded(detail: string): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.emit('exit', { instance: this.id, pid: this.pid, expected: this.expected, detail });
+  }
+
+  #failure(name: string, err: unknown, options: { signal?: AbortSignal; timeoutMs: number }): Error {
+    if (isFleetError(err)) return err;
+    if (options.signal?.aborted === true) return new CancelledError(name, this.describe(options.signal.reason));
+    if (isMcpError(err, McpErrorCode.RequestTimeout)) return new ExecutionTimeoutError(name, options.timeoutMs);
+    if (this.#ended || isMcpError(err, McpErrorCode.ConnectionClosed) || (err instanceof Error && err.message === 'Not connected')) return this.lost(name, err);
+    if (this.connectionFailed(err)) return this.lost(name, err);
+    return new ExecutionFailedError(name, `MCP server '${this.server}' refused the call: ${this.describe(err)}`, {
+      cause: this.causeOf(err),
+      details: { server: this.server, ...(err instanceof McpError ? { mcpCode: err.code } : {}) },
+    });
+  }
+}
+
+/** Whether `err` is the SDK's McpError with `code`. */
+export function isMcpError(err: unknown, code: McpErrorCode): boolean {
+  return err instanceof McpError && (err.code as McpErrorCode) === code;
+}
