@@ -26,12 +26,15 @@ const FIRST_DAY = 'Your own tools, first day';
 const ACROSS = 'Running a fleet across machines';
 const CLI = 'CLI';
 const APPROVALS = 'Approvals by people';
+const MCP_SERVERS = 'Your MCP servers on the fleet';
 
 const [toolsModule] = readmeBlocksOf(FIRST_DAY, 'js', 1);
 const [startCommands, fromRepoCommands] = readmeBlocksOf(FIRST_DAY, 'sh', 2).map(shellCommands);
 const [acrossCommands] = readmeBlocksOf(ACROSS, 'sh', 1).map(shellCommands);
 const [cliCommands] = readmeBlocksOf(CLI, 'sh', 1).map(shellCommands);
 const [approvalsCommands] = readmeBlocksOf(APPROVALS, 'sh', 1).map(shellCommands);
+// Its first block writes a file with a heredoc: run as one script up to its `npm start` line, which starts the fleet.
+const [mcpSetup, mcpAgentCommands] = readmeBlocksOf(MCP_SERVERS, 'sh', 2);
 
 /**
  * The tool "Approvals by people" calls (`refund` with `{ amount }`, every call
@@ -74,6 +77,9 @@ function substitutions(p: Places): [readme: string, here: string][] {
     ['./a.mjs', join(p.dir, 'a.mjs')],
     ['./b.ts', join(p.dir, 'b.ts')],
     ['./tools.js', join(p.dir, 'tools.js')],
+    // The MCP servers recipe's files: its servers file beside the temp dir's node_modules, its data dir of its own.
+    ['servers.yaml', join(p.dir, 'servers.yaml')],
+    ['/tmp/forge-files', join(p.dir, 'forge-files')],
   ];
 }
 
@@ -388,6 +394,45 @@ describe('README.md recipes, run as written', () => {
       }
     }
   }, 180_000);
+});
+
+describe(`README.md "${MCP_SERVERS}", run as written`, () => {
+  const dir = mkdtempSync(join(tmpdir(), 'forge-readme-mcp-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  beforeAll(() => {
+    symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir');
+    const build = spawnSync('npm', ['run', 'prepare', '--silent'], { cwd: ROOT, encoding: 'utf8', timeout: 110_000 });
+    expect(build.status, `npm run prepare: ${build.stderr}`).toBe(0);
+  });
+
+  it('the filesystem server from a sandboxed pool, called by an agent with the CLI; a path outside its root fails', async () => {
+    const lines = mcpSetup!.split('\n');
+    const at = lines.findIndex((l) => /^npm start -- .*--mcp /.test(l));
+    expect(at, `README "${MCP_SERVERS}": its first block ends with \`npm start -- --mcp …\``).toBeGreaterThan(0);
+    const [exportToken, call] = shaped(MCP_SERVERS, shellCommands(mcpAgentCommands!), [/^export FORGE_TOKEN=/, /^npx forge call files\.\S+ /]);
+    const t = new Terminal({ dir, port: await freePort() });
+    try {
+      await t.run(lines.slice(0, at).join('\n'));
+      expect(existsSync(join(dir, 'servers.yaml'))).toBe(true);
+      const fleet = await t.npmStart(lines[at]!);
+      expect(fleet.stdout()).toMatch(/servers\.yaml: workers for platform \(MCP servers: files \(files\.\*\)\)/);
+      await t.run(exportToken!);
+      const answer = await t.run(call!);
+      expect(answer.stdout).toContain('hello from a sandboxed MCP server');
+      // The same tool, asked for a file outside the directory it was given: the server refuses, the call fails.
+      const outside = await submit(t.url, t.vars.FORGE_TOKEN!, 'files.read_text_file', { path: '/etc/hostname' });
+      expect(outside.body).toMatchObject({ status: 'failed', result: { isError: true } });
+      // Nor can it list the fleet's own state (its keys): outside its root, and outside its sandbox's view.
+      const keys = await submit(t.url, t.vars.FORGE_TOKEN!, 'files.list_directory', { path: stateDirOf({ dir, port: 0 }) });
+      expect(keys.body).toMatchObject({ status: 'failed', result: { isError: true } });
+    } finally {
+      try {
+        await t.close();
+      } finally {
+        await clearPrefix('forge');
+      }
+    }
+  }, 240_000);
 });
 
 /** Deletes the keys of fleet prefix `prefix` from the test run's Redis. */
