@@ -1,23 +1,49 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { lazyChild } from './run-main.js';
 
-describe('lazyChild', () => {
-  it('makes the child logger only when a line at an enabled level is written', () => {
-    const made: Record<string, unknown>[] = [];
-    const lines: string[] = [];
-    const parent = {
-      isLevelEnabled: (level: string) => level !== 'debug',
-      child: (bindings: Record<string, unknown>) => {
-        made.push(bindings);
-        return { info: (msg: string) => lines.push(`info ${msg}`), debug: (msg: string) => lines.push(`debug ${msg}`) };
-      },
-    };
-    const log = lazyChild(parent, { callId: 'c1' });
-    log.debug('skipped');
-    expect(made).toEqual([]);
-    log.info('written');
-    log.info('again');
-    expect(made).toEqual([{ callId: 'c1' }]);
-    expect(lines).toEqual(['info written', 'info again']);
+const RUN_MAIN = fileURLToPath(new URL('./run-main.ts', import.meta.url));
+
+/** A process whose start prints "ready" and then goes on starting for `moreMs`; its stop prints "stopped". */
+function child(moreMs: number): { ready: Promise<void>; exit: Promise<number | null>; output: () => string; kill: (s: NodeJS.Signals) => void } {
+  const script = join(mkdtempSync(join(tmpdir(), 'run-main-')), 'main.ts');
+  writeFileSync(
+    script,
+    `import { runMain } from ${JSON.stringify(RUN_MAIN)};
+runMain('t', async () => {
+  process.stdout.write('ready\\n');
+  await new Promise((r) => setTimeout(r, ${moreMs}));
+  return { log: { info: () => {}, error: () => {} }, stop: async () => { process.stdout.write('stopped\\n'); } };
+});
+setInterval(() => {}, 1000);
+`,
+  );
+  const proc = spawn(process.execPath, ['--import', 'tsx', script], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  const ready = new Promise<void>((resolve) => proc.stdout.on('data', (d: Buffer) => ((out += d.toString()), out.includes('ready') && resolve())));
+  const exit = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+  return { ready, exit, output: () => out, kill: (s) => proc.kill(s) };
+}
+
+describe('runMain', () => {
+  it('stops gracefully on a SIGTERM sent as soon as start says it is ready, before start-up has ended', async () => {
+    const c = child(300);
+    await c.ready;
+    c.kill('SIGTERM');
+    expect(await c.exit).toBe(0);
+    expect(c.output()).toContain('stopped');
+  });
+
+  it('exits at once on a second signal while start-up still runs', async () => {
+    const c = child(60_000);
+    await c.ready;
+    c.kill('SIGTERM');
+    await new Promise((r) => setTimeout(r, 100));
+    c.kill('SIGTERM');
+    expect(await c.exit).toBe(1);
+    expect(c.output()).not.toContain('stopped');
   });
 });

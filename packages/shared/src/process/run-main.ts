@@ -19,28 +19,47 @@ export interface RunningProcess {
  * Runs a fleet command: starts it, stops it gracefully on SIGTERM or SIGINT
  * and exits 0, or exits 1 with one readable line (error code first) when
  * start-up fails.
+ *
+ * The signal handlers are in place before `start` runs: a process prints that
+ * it is ready from inside `start`, and a SIGTERM sent on seeing that line must
+ * stop it gracefully, not kill it (the default action). A signal that comes
+ * while it starts is kept, and acted on once start-up ends.
  */
 export function runMain(name: string, start: () => Promise<RunningProcess>): void {
+  let running: RunningProcess | undefined;
+  let pending: string | undefined;
+  let stopping = false;
+  const shutdown = (signal: string): void => {
+    if (running === undefined) {
+      // A second signal while it still starts: someone wants it gone now (a start-up that hangs must stay stoppable).
+      if (pending !== undefined) process.exit(1);
+      pending = signal;
+      return;
+    }
+    if (stopping) return;
+    stopping = true;
+    const r = running;
+    r.log.info({ signal }, 'shutting down');
+    if (r.forceExitAfterMs !== undefined) {
+      setTimeout(() => {
+        r.log.error({ graceMs: r.forceExitAfterMs }, 'grace period over: exiting with work still open');
+        process.exit(1);
+      }, r.forceExitAfterMs).unref();
+    }
+    r.stop().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        r.log.error({ err }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
   start().then(
-    (running) => {
-      const shutdown = (signal: string): void => {
-        running.log.info({ signal }, 'shutting down');
-        if (running.forceExitAfterMs !== undefined) {
-          setTimeout(() => {
-            running.log.error({ graceMs: running.forceExitAfterMs }, 'grace period over: exiting with work still open');
-            process.exit(1);
-          }, running.forceExitAfterMs).unref();
-        }
-        running.stop().then(
-          () => process.exit(0),
-          (err: unknown) => {
-            running.log.error({ err }, 'shutdown failed');
-            process.exit(1);
-          },
-        );
-      };
-      process.once('SIGTERM', () => shutdown('SIGTERM'));
-      process.once('SIGINT', () => shutdown('SIGINT'));
+    (started) => {
+      running = started;
+      if (pending !== undefined) shutdown(pending);
     },
     (error: unknown) => {
       const line = isFleetError(error) ? `${error.code}: ${error.message}` : error instanceof Error ? (error.stack ?? error.message) : String(error);
