@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
@@ -12,6 +13,22 @@ import { until } from '../fixtures/wait.js';
 
 const EVERYTHING = createRequire(import.meta.url).resolve('@modelcontextprotocol/server-everything/dist/index.js');
 const CHANGING = join(ROOT, 'test', 'fixtures', 'changing-mcp-server.mjs');
+const UPSTREAM = join(ROOT, 'apps', 'worker', 'test', 'fixtures', 'mcp-http-upstream.mjs');
+
+/** The HTTP upstream fixture (official SDK, Streamable HTTP, asks for `Authorization: Bearer <token>`), on a free port. */
+async function startUpstream(token: string, onPort = 0): Promise<{ url: string; stop: () => void }> {
+  const child = spawn(process.execPath, [UPSTREAM, token, String(onPort)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  const port = await new Promise<number>((resolve, reject) => {
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = /"port":(\d+)/.exec(out);
+      if (m !== null) resolve(Number(m[1]));
+    });
+    child.once('exit', (code) => reject(new Error(`the upstream exited (${code})`)));
+  });
+  return { url: `http://127.0.0.1:${port}/mcp`, stop: () => child.kill('SIGKILL') };
+}
 
 /** Writes a servers file to a temp dir and returns its path. */
 function serversFile(servers: Record<string, unknown>): string {
@@ -126,6 +143,38 @@ describe('forge-worker --mcp', () => {
     await t.fleet.worker({ tier: 'platform', tools: false, mcp: file, env: { FORGE_SANDBOX: 'on', FORGE_METRICS_PORT: String(port), FORGE_METRICS_HOST: '127.0.0.1' } });
     const body = (await (await fetch(`http://127.0.0.1:${port}/readyz`)).json()) as { servers: { name: string; state: string; error?: string }[] };
     expect(body.servers).toEqual([expect.objectContaining({ name: 'changing', state: 'stopped', error: expect.stringMatching(/cwd|filesystem/) as string })]);
+  });
+
+  it('serves a Streamable HTTP upstream, its credential taken from a file and shown nowhere', async () => {
+    const token = `upstream-secret-${Date.now()}`;
+    const upstream = await startUpstream(token);
+    let again: { stop: () => void } | undefined;
+    try {
+      const dir = mkdtempSync(join(tmpdir(), 'forge-mcp-'));
+      writeFileSync(join(dir, 'token'), `Bearer ${token}\n`);
+      const file = join(dir, 'servers.yaml');
+      writeFileSync(file, stringify({ version: 1, servers: { remote: { url: upstream.url, headers: { Authorization: { fromFile: 'token' } }, prefix: 'up', tier: 'host' } } }));
+      const worker = await t.fleet.worker({ tier: 'host', tools: false, mcp: file, env: { FORGE_MCP_RETRY_AFTER_MS: '1500' } });
+      const { url } = await t.fleet.dispatcher({ FORGE_APPROVAL: 'auto' });
+      t.client = new FleetClient({ url });
+      await until('up.echo in the catalog', async () => (await listed(url)).some((tool) => tool.name === 'up.echo'));
+      const results = await Promise.all(Array.from({ length: 50 }, (_, i) => t.client!.call('up.echo', { message: `m${i}` }, { timeoutMs: 30_000 })));
+      results.forEach((r, i) => expect(r).toMatchObject({ isError: false, content: `Echo: m${i}` }));
+      // The upstream gone: its calls fail with a stable code and nothing of the secret.
+      upstream.stop();
+      const lost = await t.client.call('up.echo', { message: 'after' }, { timeoutMs: 30_000 }).catch((e: unknown) => e);
+      expect(lost).toMatchObject({ isError: true, error: { code: expect.stringMatching(/^(MCP_SERVER_LOST|UNAVAILABLE)$/) as string } });
+      expect(JSON.stringify(lost)).not.toContain(token);
+      expect(worker.output()).not.toContain(token);
+      expect(JSON.stringify(await listed(url))).not.toContain(token);
+      // It crash-loops while down (its tools withdrawn); back on its port, a fresh pool finds it and serves it again.
+      await until('up.echo withdrawn', async () => !(await listed(url)).some((tool) => tool.name === 'up.echo'), { timeoutMs: 30_000 });
+      again = await startUpstream(token, Number(new URL(upstream.url).port));
+      await until('up.echo served again', async () => (await t.client!.call('up.echo', { message: 'back' }, { timeoutMs: 10_000 }).catch(() => undefined))?.content === 'Echo: back', { timeoutMs: 60_000, intervalMs: 500 });
+    } finally {
+      upstream.stop();
+      again?.stop();
+    }
   });
 
   it('refuses to start when a tools module and a server offer the same name, saying which', async () => {

@@ -61,6 +61,11 @@ export const WorkerEnv = FleetEnv.extend({
    */
   FORGE_STRICT_SANDBOX: z.enum(['1', '0', 'true', 'false']).optional(),
   NODE_ENV: z.string().optional(),
+  /**
+   * How long an MCP server that crash-looped rests (its tools withdrawn) before
+   * a fresh pool tries it again (docs/mcp-servers.md). @defaultValue 60000
+   */
+  FORGE_MCP_RETRY_AFTER_MS: z.coerce.number().int().positive().optional(),
   /** Largest result one call may return. @defaultValue 1048576 */
   FORGE_SANDBOX_OUTPUT_BYTES: z.coerce.number().int().min(1024).optional(),
 });

@@ -121,7 +121,7 @@ runMain('forge-worker', async () => {
       log.info({ layers }, 'MCP server sandbox layers');
       for (const layer of missingServerSandboxLayers(layers)) log.warn({ layer }, 'MCP server sandbox layer not enforced on this machine');
     }
-    servers = new WorkerServers({ servers: file.servers, tier: args.tier, pool: args.pool, launchTools: findLaunchTools(probe, process.env.PATH ?? ''), sandbox: sandboxServers, log });
+    servers = new WorkerServers({ servers: file.servers, tier: args.tier, pool: args.pool, launchTools: findLaunchTools(probe, process.env.PATH ?? ''), sandbox: sandboxServers, reviveAfterMs: env.FORGE_MCP_RETRY_AFTER_MS, log });
     if (servers.names.length === 0) {
       throw new ConfigInvalidError('MCP servers file', [`${file.source} places no server (and no tool) in tier ${args.tier}${args.pool === undefined ? '' : `, pool ${args.pool}`}: give this worker the --tier/--pool of a server, or set tier/pool in the file`]);
     }

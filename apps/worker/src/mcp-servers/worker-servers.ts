@@ -10,7 +10,8 @@ import { importTools, type SkippedTool } from './tool-import.js';
 /**
  * `starting`: its first instance is on its way; `up`: its tools are served;
  * `down`: it could not be started (the pool keeps trying, with backoff) or
- * listed no tools this worker serves; `stopped`: it crash-looped and was given up.
+ * listed no tools this worker serves; `stopped`: it crash-looped, and its
+ * tools are withdrawn until a fresh pool tries it again a minute later.
  */
 export type ServerState = 'starting' | 'up' | 'down' | 'stopped';
 
@@ -27,9 +28,18 @@ export interface ServerStatus {
   readonly skipped?: readonly SkippedTool[];
 }
 
+/**
+ * How long a server that crash-looped rests before a fresh pool tries it
+ * again: a crash loop is often a dependency that is down (an upstream being
+ * deployed, a database restarting), which a worker should not need a restart
+ * to see come back; once a minute costs a crash-looping server little.
+ */
+export const REVIVE_AFTER_MS = 60_000;
+
 interface Served {
   readonly config: McpServerConfig;
-  readonly pool: McpServerPool;
+  pool: McpServerPool;
+  reviveTimer: NodeJS.Timeout | undefined;
   state: ServerState;
   tools: readonly Tool[];
   skipped: readonly SkippedTool[];
@@ -47,6 +57,8 @@ export interface WorkerServersOptions {
   readonly launchTools: LaunchTools;
   /** Platform/Embedded tiers: confine each server process (see server-sandbox.ts); false only with FORGE_SANDBOX=off. */
   readonly sandbox: boolean;
+  /** How long a crash-looped server rests before a fresh pool tries it (FORGE_MCP_RETRY_AFTER_MS). @defaultValue {@link REVIVE_AFTER_MS} */
+  readonly reviveAfterMs?: number | undefined;
   /** How long start waits for every server's first instance before the worker goes on without the slow ones. */
   readonly startupWaitMs?: number;
   readonly log: Logger;
@@ -76,8 +88,7 @@ export class WorkerServers extends EventEmitter<WorkerServersEvents> {
     this.#o = options;
     for (const config of options.servers) {
       if (!runsOn(config, options.tier, options.pool)) continue;
-      const pool = new McpServerPool(poolOptionsOf(config, { sandbox: options.sandbox && options.tier !== 'host' }), options.launchTools);
-      const served: Served = { config, pool, state: 'starting', tools: [], skipped: [], error: undefined, importing: undefined, again: false };
+      const served: Served = { config, pool: this.#newPool(config), reviveTimer: undefined, state: 'starting', tools: [], skipped: [], error: undefined, importing: undefined, again: false };
       this.#served.push(served);
       this.#watch(served);
     }
@@ -128,7 +139,30 @@ export class WorkerServers extends EventEmitter<WorkerServersEvents> {
   /** Closes every pool: each kills the processes it started (or ends its HTTP sessions). */
   async close(): Promise<void> {
     this.#closed = true;
+    for (const s of this.#served) clearTimeout(s.reviveTimer);
     await Promise.all(this.#served.map((s) => s.pool.close().catch(() => undefined)));
+  }
+
+  #newPool(config: McpServerConfig): McpServerPool {
+    return new McpServerPool(poolOptionsOf(config, { sandbox: this.#o.sandbox && this.#o.tier !== 'host' }), this.#o.launchTools);
+  }
+
+  /** A fresh pool for a server that crash-looped, after a rest; its tools come back when it lists them. */
+  #revive(served: Served): void {
+    served.reviveTimer = setTimeout(() => {
+      served.reviveTimer = undefined;
+      if (this.#closed) return;
+      this.#o.log.info({ server: served.config.name }, 'MCP server: trying again after its crash loop');
+      void served.pool.close().catch(() => undefined);
+      served.pool = this.#newPool(served.config);
+      served.state = 'starting';
+      this.#watch(served);
+      served.pool.start().then(
+        () => this.#import(served),
+        (err: unknown) => this.#failed(served, err),
+      );
+    }, this.#o.reviveAfterMs ?? REVIVE_AFTER_MS);
+    served.reviveTimer.unref();
   }
 
   #watch(served: Served): void {
@@ -144,10 +178,11 @@ export class WorkerServers extends EventEmitter<WorkerServersEvents> {
     });
     pool.on('startFailed', ({ error }) => this.#failed(served, error));
     pool.on('stopped', ({ error }) => {
-      log.error({ server: config.name, err: error }, 'MCP server crash-looped; its tools are withdrawn');
+      log.error({ server: config.name, err: error, retryInMs: this.#o.reviveAfterMs ?? REVIVE_AFTER_MS }, 'MCP server crash-looped; its tools are withdrawn until it is tried again');
       served.state = 'stopped';
       served.error = error.message;
       this.#setTools(served, []);
+      this.#revive(served);
     });
     // notifications/tools/list_changed from any instance, a burst told once.
     pool.on('toolsChanged', () => void this.#import(served));
