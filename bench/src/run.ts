@@ -13,12 +13,17 @@
  * spread over 16 and 64 callers (token subjects: each gets sandbox processes
  * of its own), and a worker under `--sandbox-isolation call` (a process per
  * call), beside `inflight-256` and `inflight-16` of the same run.
+ *
+ * The MCP points (`mcp-*`, issue #16; bench/src/mcp/) put the fleet serving
+ * an existing MCP server beside the server reached directly over stdio and
+ * through two gateways; they share this run's Redis, repetitions and results.
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { freePort, startLocalRedis } from '@forge-fleet/local-redis';
 import { Redis } from 'ioredis';
+import { type McpRun, startMcpRun } from './mcp/run-mcp.js';
 import { cpuMs, fleetSecrets, nodeArgsFor, peakRssMb, ROOT, sandboxFootprint, type Spawned, spawnNode, treeCpuMs, until } from './proc.js';
 
 const quick = process.argv.includes('--quick');
@@ -323,7 +328,9 @@ function checks(summaries: readonly Summary[]): Check[] {
 
 const redisServer = await startLocalRedis();
 const redis = new Redis(redisServer.url);
+let mcp: McpRun | undefined;
 try {
+  mcp = await startMcpRun({ redisUrl: redisServer.url, redisPid: redisServer.pid, redis, warmupMs: WARMUP_MS, windowMs: WINDOW_MS, env: process.env });
   const samples = new Map<string, Sample[]>();
   for (let rep = 1; rep <= REPS; rep++) {
     for (const point of SELECTED) {
@@ -335,9 +342,17 @@ try {
         process.stdout.write(`rep ${rep} ${point.name.padEnd(13)} ${arm.padEnd(10)} ${f(sample.callsPerSec, 0).padStart(6)} calls/s  p50 ${f(sample.p50)} ms  p99 ${f(sample.p99)} ms  errors ${sample.errors}\n`);
       }
     }
+    for (const point of mcp.points) {
+      for (const arm of rep % 2 === 1 ? mcp.armsOf(point) : [...mcp.armsOf(point)].reverse()) {
+        const sample = await mcp.measure(arm, point);
+        process.stdout.write(`rep ${rep} ${point.name.padEnd(13)} ${arm.padEnd(16)} ${f(sample.callsPerSec, 0).padStart(6)} calls/s  p50 ${f(sample.p50)} ms  p99 ${f(sample.p99)} ms  errors ${sample.errors}\n`);
+      }
+    }
   }
   const summaries = SELECTED.flatMap((p) => armsOf(p).map((arm) => summarise(p.name, arm, samples.get(`${p.name}|${arm}`) ?? [])));
   const results = BASE_POINTS.every((p) => SELECTED.includes(p)) && ARMS.length === 2 ? checks(summaries) : [];
+  const mcpResults = mcp.results();
+  const allChecks = [...results, ...mcpResults.checks];
   const date = new Date().toISOString().slice(0, 10);
   const redisVersion = /redis_version:(\S+)/.exec(await redis.info('server'))?.[1];
   const bullmqVersion = (JSON.parse(readFileSync(join(ROOT, 'node_modules/bullmq/package.json'), 'utf8')) as { version: string }).version;
@@ -349,21 +364,23 @@ try {
     '',
     table(summaries),
     '',
+    ...(mcpResults.markdown === '' ? [] : [mcpResults.markdown]),
     '| target | fleet | bar | met |',
     '|---|---|---|---|',
-    ...results.map((c) => `| ${c.target} | ${f(c.fleet)} | ${f(c.bar)} | ${c.met ? 'yes' : 'no'} |`),
+    ...allChecks.map((c) => `| ${c.target} | ${f(c.fleet)} | ${f(c.bar)} | ${c.met ? 'yes' : 'no'} |`),
     '',
   ].join('\n');
   // BENCH_RESULTS_DIR: an experiment's results elsewhere (bench/results holds the committed runs).
   const dir = process.env.BENCH_RESULTS_DIR ?? join(ROOT, 'bench', 'results');
   mkdirSync(dir, { recursive: true });
   // Runs of some points or arms are experiments: kept apart from (and never mistaken for) a full run's results.
-  const partial = SELECTED.length !== POINTS.length || ARMS.length !== 2;
+  const partial = SELECTED.length !== POINTS.length || ARMS.length !== 2 || !mcp.complete;
   const name = `${date}${quick ? '-quick' : ''}${partial ? '-partial' : ''}`;
-  writeFileSync(join(dir, `${name}.json`), `${JSON.stringify({ meta, summaries, checks: results }, null, 2)}\n`);
+  writeFileSync(join(dir, `${name}.json`), `${JSON.stringify({ meta, summaries, mcp: mcpResults.summaries, checks: allChecks }, null, 2)}\n`);
   writeFileSync(join(dir, `${name}.md`), markdown);
   process.stdout.write(`\n${markdown}\nwritten: ${join(dir, `${name}.json`)}, ${join(dir, `${name}.md`)}\n`);
 } finally {
+  await mcp?.stop();
   redis.disconnect();
   await redisServer.stop();
 }
