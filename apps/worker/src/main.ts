@@ -164,6 +164,9 @@ runMain('forge-worker', async () => {
   // The pool bounds its own shutdown: after the grace period it aborts what is still running; then the sandbox goes.
   return {
     log,
+    // The pool aborts what still runs after the grace; closing connections and pools after that is bounded too
+    // (a stop whose Redis went first must not hang the process).
+    forceExitAfterMs: env.FORGE_SHUTDOWN_GRACE_MS + 15_000,
     stop: async () => {
       await serving.stop();
       await sandbox?.close();

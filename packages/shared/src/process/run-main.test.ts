@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 const RUN_MAIN = fileURLToPath(new URL('./run-main.ts', import.meta.url));
 
 /** A process whose start prints "ready" and then goes on starting for `moreMs`; its stop prints "stopped". */
-function child(moreMs: number): { ready: Promise<void>; exit: Promise<number | null>; output: () => string; kill: (s: NodeJS.Signals) => void } {
+function child(moreMs: number, stopMs = 0): { ready: Promise<void>; exit: Promise<number | null>; output: () => string; kill: (s: NodeJS.Signals) => void } {
   const script = join(mkdtempSync(join(tmpdir(), 'run-main-')), 'main.ts');
   writeFileSync(
     script,
@@ -16,7 +16,7 @@ function child(moreMs: number): { ready: Promise<void>; exit: Promise<number | n
 runMain('t', async () => {
   process.stdout.write('ready\\n');
   await new Promise((r) => setTimeout(r, ${moreMs}));
-  return { log: { info: () => {}, error: () => {} }, stop: async () => { process.stdout.write('stopped\\n'); } };
+  return { log: { info: () => {}, error: () => {} }, stop: async () => { await new Promise((r) => setTimeout(r, ${stopMs})); process.stdout.write('stopped\\n'); } };
 });
 setInterval(() => {}, 1000);
 `,
@@ -42,6 +42,17 @@ describe('runMain', () => {
     await c.ready;
     c.kill('SIGTERM');
     await new Promise((r) => setTimeout(r, 100));
+    c.kill('SIGTERM');
+    expect(await c.exit).toBe(1);
+    expect(c.output()).not.toContain('stopped');
+  });
+
+  it('exits at once on a second signal while a stop hangs', async () => {
+    const c = child(0, 600_000);
+    await c.ready;
+    await new Promise((r) => setTimeout(r, 200));
+    c.kill('SIGINT');
+    await new Promise((r) => setTimeout(r, 200));
     c.kill('SIGTERM');
     expect(await c.exit).toBe(1);
     expect(c.output()).not.toContain('stopped');

@@ -23,7 +23,9 @@ export interface RunningProcess {
  * The signal handlers are in place before `start` runs: a process prints that
  * it is ready from inside `start`, and a SIGTERM sent on seeing that line must
  * stop it gracefully, not kill it (the default action). A signal that comes
- * while it starts is kept, and acted on once start-up ends.
+ * while it starts is kept, and acted on once start-up ends. A second signal,
+ * while it starts or stops, ends it at once: a stop that hangs (its Redis
+ * went first) must never outlive the one who asked for it twice.
  */
 export function runMain(name: string, start: () => Promise<RunningProcess>): void {
   let running: RunningProcess | undefined;
@@ -36,7 +38,11 @@ export function runMain(name: string, start: () => Promise<RunningProcess>): voi
       pending = signal;
       return;
     }
-    if (stopping) return;
+    // A second signal while it stops (a person's second Ctrl-C, a supervisor's TERM after the group's INT): now.
+    if (stopping) {
+      running.log.error({ signal }, 'second signal while stopping: exiting now');
+      process.exit(1);
+    }
     stopping = true;
     const r = running;
     r.log.info({ signal }, 'shutting down');
