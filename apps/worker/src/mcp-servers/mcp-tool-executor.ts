@@ -80,6 +80,13 @@ export class McpToolExecutor implements CallerBoundExecutor {
   }
 }
 
+/** `{ type: 'text', text }` and nothing else. */
+function isPlainText(block: unknown): block is { type: 'text'; text: string } {
+  if (typeof block !== 'object' || block === null) return false;
+  const b = block as Record<string, unknown>;
+  return b.type === 'text' && typeof b.text === 'string' && Object.keys(b).length === 2;
+}
+
 /**
  * A fleet result from an MCP `CallToolResult`. A server's output is
  * untrusted: its blocks and structured content get the checks every
@@ -88,6 +95,12 @@ export class McpToolExecutor implements CallerBoundExecutor {
  * error (`isError`) is a failed call with its content kept.
  */
 export function resultOf(call: Pick<ToolCall, 'id' | 'name'>, raw: CallToolResult, server: string): ToolResult {
+  // Most results are one plain text block: read as it is (it came off the wire as JSON), the hot path skips the checks
+  // below, which would find nothing to say of it.
+  const only = Array.isArray(raw.content) && raw.content.length === 1 ? (raw.content[0] as unknown) : undefined;
+  if (raw.structuredContent === undefined && raw.isError !== true && isPlainText(only)) {
+    return { toolCallId: call.id, name: call.name, content: only.text, isError: false };
+  }
   let parts: BlocksResult;
   try {
     parts = blocksResult(call.name, Array.isArray(raw.content) ? raw.content : [], raw.structuredContent);

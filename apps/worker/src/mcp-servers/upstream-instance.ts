@@ -1,7 +1,11 @@
 import { EventEmitter } from 'node:events';
 import { CancelledError, ExecutionFailedError, ExecutionTimeoutError, isFleetError, type McpServerLostError } from '@forge-fleet/shared';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { z } from 'zod';
 import { type CallToolResult, ErrorCode as McpErrorCode, McpError, type Progress, ProgressNotificationSchema, type Tool, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+
+/** A `tools/call` result taken as the server sent it (an object); resultOf in mcp-tool-executor.ts checks it. */
+const ANY_RESULT = z.custom<CallToolResult>((value) => typeof value === 'object' && value !== null && !Array.isArray(value), 'a tools/call result must be an object');
 
 /** How the fleet names itself to servers in `initialize`. */
 const CLIENT_INFO = { name: 'forge-fleet-worker', version: '0.1.0' } as const;
@@ -119,12 +123,15 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
     const token = `forge-${(this.#nextToken += 1)}`;
     if (options.onProgress !== undefined) this.#progress.set(token, options.onProgress);
     try {
-      // The SDK sends `notifications/cancelled` itself on abort and on its timeout.
-      const result = await this.client.callTool({ name, arguments: args, ...(options.onProgress === undefined ? {} : { _meta: { progressToken: token } }) }, undefined, {
+      // The SDK sends `notifications/cancelled` itself on abort and on its timeout. A plain request, not
+      // `callTool`: the fleet checks the result itself, once (its blocks as content blocks, its structured content
+      // against the tool's output schema, failing OUTPUT_VALIDATION), so the SDK's second pass of zod over every
+      // result — and its output-schema check, which would fail the call as a JSON-RPC error — are left out.
+      const result = await this.client.request({ method: 'tools/call', params: { name, arguments: args, ...(options.onProgress === undefined ? {} : { _meta: { progressToken: token } }) } }, ANY_RESULT, {
         timeout: options.timeoutMs,
         ...(options.signal === undefined ? {} : { signal: options.signal }),
       });
-      return result as CallToolResult;
+      return result;
     } catch (err) {
       throw this.#failure(name, err, options);
     } finally {
