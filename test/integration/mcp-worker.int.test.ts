@@ -61,7 +61,7 @@ describe('forge-worker --mcp', () => {
   const t = fleetPerTest();
 
   it("serves a real server's tools under its prefix, with their schemas and the file's settings, and runs them", async () => {
-    const file = serversFile({ everything: everything({ instances: { min: 2, max: 2 }, tools: { echo: { retryable: true }, 'get-sum': { requiresConfirmation: true } } }) });
+    const file = serversFile({ everything: everything({ instances: { min: 2, max: 2 }, tools: { echo: { retryable: true }, 'get-sum': { requiresConfirmation: true, approvalDeadlineMs: 123_456 } } }) });
     await t.fleet.worker({ tier: 'host', tools: false, mcp: file });
     const { url } = await t.fleet.dispatcher({ FORGE_APPROVAL: 'auto' });
     t.client = new FleetClient({ url });
@@ -80,6 +80,11 @@ describe('forge-worker --mcp', () => {
     // requiresConfirmation from the file: the call waits for a person.
     const waiting = await fetch(`${url}/v1/calls`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'everything.get-sum', arguments: { a: 1, b: 2 } }) });
     expect(((await waiting.json()) as { status: string }).status).toBe('awaiting_approval');
+    // The file's approval deadline for the tool (the policy names none for it).
+    const approver = await t.fleet.token({ subject: 'alice', role: 'approver' });
+    const { approvals } = (await (await fetch(`${url}/v1/approvals`, { headers: { authorization: `Bearer ${approver}` } })).json()) as { approvals: { tool: string; deadline: number; createdAt: number }[] };
+    const pending = approvals.find((a) => a.tool === 'everything.get-sum')!;
+    expect(pending.deadline - pending.createdAt).toBe(123_456);
   });
 
   it('leaves out the tools of a server that cannot start, serves the others, and /readyz names the one that is down', async () => {

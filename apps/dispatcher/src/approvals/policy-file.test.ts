@@ -51,6 +51,8 @@ describe('policy files', () => {
     const { policy } = loadPolicyFile(file('d.yaml', 'version: 1\napproval:\n  deadlineMs: 1000\n  deadlines: { "pay.*": 2000, pay.refund: 3000 }\n'));
     const deadline = approvalDeadlineOf(policy);
     expect([deadline('pay.refund'), deadline('pay.charge'), deadline('clock')]).toEqual([3000, 2000, 1000]);
+    // A tool's own deadline (its definition's approvalDeadlineMs, from an MCP servers file) comes after the policy's for it, before the default.
+    expect([deadline('pay.refund', 9000), deadline('pay.charge', 9000), deadline('clock', 9000), deadline('clock', undefined)]).toEqual([3000, 2000, 9000, 1000]);
   });
 
   it('describes the environment\'s settings as a policy when no file is given', () => {
