@@ -29,6 +29,6 @@ export function poolOptionsOf(config: McpServerConfig, how: { readonly sandbox: 
     launch,
     instances: { min: config.instances.min, max: config.instances.max, callsPerInstance: config.callsPerInstance, idleMs: config.idleMs },
     session: config.session,
-    restart: { initialDelayMs: config.restartBackoff.initialMs, maxDelayMs: config.restartBackoff.maxMs },
+    restart: { initialDelayMs: config.restartBackoff.initialMs, maxDelayMs: config.restartBackoff.maxMs, crashLoopFailures: config.crashLoop.failures, crashLoopWindowMs: config.crashLoop.windowMs },
   };
 }

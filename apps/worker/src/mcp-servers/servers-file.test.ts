@@ -67,6 +67,7 @@ describe('servers files', () => {
       callsPerInstance: SERVER_DEFAULTS.callsPerInstance,
       startupTimeoutMs: SERVER_DEFAULTS.startupTimeoutMs,
       restartBackoff: SERVER_DEFAULTS.restartBackoff,
+      crashLoop: SERVER_DEFAULTS.crashLoop,
       session: 'shared',
       idleMs: SERVER_DEFAULTS.idleMs,
       tools: { write_file: { requiresConfirmation: true, timeoutMs: 5000 } },

@@ -42,6 +42,12 @@ export const SERVER_DEFAULTS = Object.freeze({
   startupTimeoutMs: POOL_DEFAULTS.startupTimeoutMs,
   /** The first restart after a crash waits this long, doubling up to `maxMs`, so a crash loop costs little CPU. */
   restartBackoff: Object.freeze({ initialMs: POOL_DEFAULTS.restart.initialDelayMs, maxMs: POOL_DEFAULTS.restart.maxDelayMs }),
+  /**
+   * This many failures (deaths, failed starts, unresponsive instances) within
+   * `windowMs` stop the pool: its tools are withdrawn until it is tried again
+   * (FORGE_MCP_RETRY_AFTER_MS). A server that is slow to settle may need more.
+   */
+  crashLoop: Object.freeze({ failures: POOL_DEFAULTS.restart.crashLoopFailures, windowMs: POOL_DEFAULTS.restart.crashLoopWindowMs }),
   /** `shared`: any instance serves any call; right for stateless servers, which most are. */
   session: POOL_DEFAULTS.session,
   /**
@@ -162,6 +168,10 @@ export const ServerSpec = z
     /** @defaultValue {@link SERVER_DEFAULTS}.restartBackoff */
     restartBackoff: z
       .strictObject({ initialMs: int().min(0).default(SERVER_DEFAULTS.restartBackoff.initialMs), maxMs: int().min(0).default(SERVER_DEFAULTS.restartBackoff.maxMs) })
+      .prefault({}),
+    /** @defaultValue {@link SERVER_DEFAULTS}.crashLoop */
+    crashLoop: z
+      .strictObject({ failures: int().min(1).max(1000).default(SERVER_DEFAULTS.crashLoop.failures), windowMs: int().positive().default(SERVER_DEFAULTS.crashLoop.windowMs) })
       .prefault({}),
     /** `shared`: any instance serves any call. `perCaller`: a caller's calls stay on one instance (browsers, database sessions). @defaultValue "shared" */
     session: z.enum(['shared', 'perCaller']).default(SERVER_DEFAULTS.session),
@@ -286,6 +296,7 @@ export interface McpServerConfig {
   readonly callsPerInstance: number;
   readonly startupTimeoutMs: number;
   readonly restartBackoff: { readonly initialMs: number; readonly maxMs: number };
+  readonly crashLoop: { readonly failures: number; readonly windowMs: number };
   readonly session: 'shared' | 'perCaller';
   readonly idleMs: number;
   /** Keyed by the server's own tool names (without the prefix). */
@@ -394,6 +405,7 @@ function resolveServer(name: string, spec: ServerSpec, r: Resolution): McpServer
     callsPerInstance: spec.callsPerInstance,
     startupTimeoutMs: spec.startupTimeoutMs,
     restartBackoff: Object.freeze({ ...spec.restartBackoff }),
+    crashLoop: Object.freeze({ ...spec.crashLoop }),
     session: spec.session,
     idleMs: spec.idleMs,
     tools: Object.freeze(Object.fromEntries(Object.entries(spec.tools).map(([tool, o]) => [tool, Object.freeze({ ...o })]))),
