@@ -182,6 +182,20 @@ describe('forge-worker --mcp', () => {
     }
   });
 
+  it("keeps a server's secrets out of what its stderr reaches: the worker's log and /readyz", async () => {
+    const port = await freePort();
+    const secret = `tok-${Date.now()}-secret`;
+    // A server that fails at start, printing its token as careless servers do.
+    const leaky = { command: process.execPath, args: ['-e', "console.error('bad token: ' + process.env.TOKEN); process.exit(3)"], env: { TOKEN: { fromEnv: 'LEAKY_TOKEN' } }, tier: 'host', restartBackoff: { initialMs: 60_000, maxMs: 60_000 } };
+    const file = serversFile({ everything: everything(), leaky });
+    const worker = await t.fleet.worker({ tier: 'host', tools: false, mcp: file, env: { LEAKY_TOKEN: secret, FORGE_METRICS_PORT: String(port), FORGE_METRICS_HOST: '127.0.0.1' } });
+    const body = await (await fetch(`http://127.0.0.1:${port}/readyz`)).text();
+    expect(body).toContain('bad token: [redacted]');
+    expect(body).not.toContain(secret);
+    expect(worker.output()).toContain('[redacted]');
+    expect(worker.output()).not.toContain(secret);
+  });
+
   it('refuses to start when a tools module and a server offer the same name, saying which', async () => {
     const module = join(mkdtempSync(join(tmpdir(), 'forge-mcp-')), 'clash.mjs');
     writeFileSync(module, `import { defineTool } from '${join(ROOT, 'packages/shared/src/index.ts')}';\nexport default [defineTool({ name: 'everything.echo', tier: 'host', handler: () => 'mine' })];\n`);

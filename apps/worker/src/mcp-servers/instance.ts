@@ -26,9 +26,16 @@ class SpawnAwareTransport extends StdioClientTransport {
  * Closing or killing it kills its whole process group, so what the server
  * started goes with it.
  */
+/** What a secret in a server's stderr shows instead. */
+const REDACTED = '[redacted]';
+/** Shorter values are not redacted: replacing every `1` or `on` of a tail would hide the tail, not a secret. */
+const MIN_REDACTED_LENGTH = 4;
+
 export class McpInstance extends UpstreamInstance {
   #stderrTail = '';
   #pid = 0;
+  /** The secret values of its environment, which its stderr must not carry into a message or a log line. */
+  #secrets: readonly string[] = [];
 
   private constructor(server: string, hooks: UpstreamHooks) {
     super(server, hooks);
@@ -42,6 +49,7 @@ export class McpInstance extends UpstreamInstance {
   static async start(options: { server: string; launch: McpStdioLaunch; tools: LaunchTools } & UpstreamHooks): Promise<McpInstance> {
     const { server, launch } = options;
     const instance = new McpInstance(server, options);
+    instance.#secrets = (launch.secrets ?? []).filter((v) => v.length >= MIN_REDACTED_LENGTH);
     const transport = new SpawnAwareTransport(stdioLaunchParameters(options.tools, launch));
     // Drained from the start: a server blocked on a full stderr pipe would hang; only a bounded tail is kept.
     transport.stderr?.on('data', (chunk: Buffer) => {
@@ -55,7 +63,7 @@ export class McpInstance extends UpstreamInstance {
       await instance.client.close().catch(() => undefined);
       if (transport.spawnedPid !== undefined) killGroup(transport.spawnedPid);
       const reason = isMcpError(err, McpErrorCode.RequestTimeout) ? `it did not answer initialize within ${launch.startupTimeoutMs} ms` : `it failed to start: ${errorText(err)}`;
-      const tail = instance.#stderrTail.trim();
+      const tail = instance.stderrTail.trim();
       throw new UnavailableError(`${reason}${tail === '' ? '' : `; its stderr: ${tail.slice(-1000)}`}`, { what: `MCP server '${server}' (${launch.command})`, cause: err });
     }
     const pid = transport.spawnedPid;
@@ -64,7 +72,7 @@ export class McpInstance extends UpstreamInstance {
     instance.client.onclose = () => {
       // The server's own children are in its group: they go with it.
       killGroup(pid);
-      instance.markEnded(instance.expected ? '' : instance.#stderrTail.trim().slice(-1000));
+      instance.markEnded(instance.expected ? '' : instance.stderrTail.trim().slice(-1000));
     };
     return instance;
   }
@@ -78,9 +86,15 @@ export class McpInstance extends UpstreamInstance {
     return this.#pid;
   }
 
-  /** The last of what the server wrote to stderr. */
+  /**
+   * The last of what the server wrote to stderr, with every secret of its
+   * environment replaced: a server that prints its token on a failure must not
+   * put it into the worker's log, an error or `/readyz`.
+   */
   get stderrTail(): string {
-    return this.#stderrTail;
+    let tail = this.#stderrTail;
+    for (const secret of this.#secrets) tail = tail.split(secret).join(REDACTED);
+    return tail;
   }
 
   /** Kills the process group at once (SIGKILL); `exit` follows. */
@@ -111,7 +125,7 @@ export class McpInstance extends UpstreamInstance {
   }
 
   protected override lost(toolName: string, cause?: unknown): McpServerLostError {
-    return new McpServerLostError(toolName, this.server, this.#pid, { stderrTail: this.#stderrTail.trim().slice(-1000), cause });
+    return new McpServerLostError(toolName, this.server, this.#pid, { stderrTail: this.stderrTail.trim().slice(-1000), cause });
   }
 }
 

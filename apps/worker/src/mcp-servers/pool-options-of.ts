@@ -19,6 +19,7 @@ export function poolOptionsOf(config: McpServerConfig, how: { readonly sandbox: 
           args: [...t.args],
           ...(t.cwd === undefined ? {} : { cwd: t.cwd }),
           env: revealAll(t.env),
+          secrets: Object.values(t.env).flatMap((v) => (typeof v === 'string' ? [] : [v.reveal()])),
           startupTimeoutMs: config.startupTimeoutMs,
           ...(how.sandbox ? { sandbox: { read: [...(config.filesystem?.read ?? [])], write: [...(config.filesystem?.write ?? [])] } } : {}),
         }

@@ -44,6 +44,8 @@ export const McpStdioLaunch = z.object({
    * @defaultValue 30000
    */
   startupTimeoutMs: z.number().int().positive().default(POOL_DEFAULTS.startupTimeoutMs),
+  /** The values of `env` that are secrets (from the worker's environment or files): redacted from its stderr wherever that is shown. */
+  secrets: z.array(z.string()).optional(),
   /** Platform/Embedded tiers: the confinement the process runs in (see server-sandbox.ts); absent on the host tier. */
   sandbox: z.custom<ServerSandbox>((v) => typeof v === 'object' && v !== null).optional(),
 });
