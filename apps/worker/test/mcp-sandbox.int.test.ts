@@ -1,9 +1,7 @@
-import { spawn } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { isFleetError } from '@forge-fleet/shared';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
@@ -15,6 +13,7 @@ import { McpServerPool } from '../src/mcp-servers/server-pool.js';
 import { assertServerSandbox, serverSandboxLayers } from '../src/mcp-servers/server-sandbox-layers.js';
 import type { ServerSandbox } from '../src/mcp-servers/server-sandbox.js';
 import { probeIsolation } from '../src/sandbox/probe.js';
+import { startPoolChild } from './fixtures/pool-child.js';
 
 const ROOT = fileURLToPath(new URL('../../..', import.meta.url));
 const NODE_MODULES = join(ROOT, 'node_modules');
@@ -283,16 +282,8 @@ describe('a sandboxed server process', () => {
   });
 
   it('leaves no process behind when its worker is killed with SIGKILL', async () => {
-    const child = spawn(process.execPath, ['--conditions=forge-source', '--import', 'tsx', POOL_CHILD], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-    const exited = new Promise((resolve) => child.once('exit', resolve));
+    const { child, firstLine, exited } = await startPoolChild(POOL_CHILD, ROOT);
     try {
-      const stderr: string[] = [];
-      child.stderr.on('data', (chunk: Buffer) => stderr.push(chunk.toString('utf8')));
-      const lines = createInterface({ input: child.stdout });
-      const firstLine = await new Promise<string>((resolve, reject) => {
-        lines.once('line', resolve);
-        child.once('exit', (code) => reject(new Error(`the pool child exited (${code}) before starting its pool: ${stderr.join('')}`)));
-      });
       const started = JSON.parse(firstLine) as { pids: number[]; sleep: string };
       expect(started.sleep).toMatch(/^\d+$/);
       expect(started.pids).toHaveLength(1);

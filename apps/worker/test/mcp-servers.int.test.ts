@@ -1,8 +1,6 @@
-import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { isFleetError } from '@forge-fleet/shared';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
@@ -11,6 +9,7 @@ import { McpInstance } from '../src/mcp-servers/instance.js';
 import { findLaunchTools, type LaunchTools } from '../src/mcp-servers/launch-command.js';
 import { McpServerPool } from '../src/mcp-servers/server-pool.js';
 import { probeIsolation } from '../src/sandbox/probe.js';
+import { startPoolChild } from './fixtures/pool-child.js';
 
 const require = createRequire(import.meta.url);
 const EVERYTHING = join(dirname(require.resolve('@modelcontextprotocol/server-everything/package.json')), 'dist/index.js');
@@ -247,16 +246,8 @@ describe('a pool of MCP server instances', () => {
   });
 
   it('leaves no server process behind when its worker is killed with SIGKILL', async () => {
-    const child = spawn(process.execPath, ['--conditions=forge-source', '--import', 'tsx', POOL_CHILD], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-    const exited = new Promise((resolve) => child.once('exit', resolve));
+    const { child, firstLine, exited } = await startPoolChild(POOL_CHILD, ROOT);
     try {
-      const stderr: string[] = [];
-      child.stderr.on('data', (chunk: Buffer) => stderr.push(chunk.toString('utf8')));
-      const lines = createInterface({ input: child.stdout });
-      const firstLine = await new Promise<string>((resolve, reject) => {
-        lines.once('line', resolve);
-        child.once('exit', (code) => reject(new Error(`the pool child exited (${code}) before starting its pool: ${stderr.join('')}`)));
-      });
       const pids = JSON.parse(firstLine) as number[];
       expect(pids).toHaveLength(2);
       expect(processesInGroups(pids)).toHaveLength(2);
