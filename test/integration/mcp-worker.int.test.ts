@@ -186,11 +186,12 @@ describe('forge-worker --mcp', () => {
     const port = await freePort();
     const secret = `tok-${Date.now()}-secret`;
     // A server that fails at start, printing its token as careless servers do.
-    const leaky = { command: process.execPath, args: ['-e', "console.error('bad token: ' + process.env.TOKEN); process.exit(3)"], env: { TOKEN: { fromEnv: 'LEAKY_TOKEN' } }, tier: 'host', restartBackoff: { initialMs: 60_000, maxMs: 60_000 } };
+    const leaky = { command: process.execPath, args: ['-e', "console.error('bad token: ' + process.env.TOKEN); process.exit(3)"], env: { TOKEN: { fromEnv: 'LEAKY_TOKEN' } }, tier: 'host', restartBackoff: { initialMs: 100, maxMs: 200 }, crashLoop: { failures: 1000 } };
     const file = serversFile({ everything: everything(), leaky });
     const worker = await t.fleet.worker({ tier: 'host', tools: false, mcp: file, env: { LEAKY_TOKEN: secret, FORGE_METRICS_PORT: String(port), FORGE_METRICS_HOST: '127.0.0.1' } });
-    const body = await (await fetch(`http://127.0.0.1:${port}/readyz`)).text();
-    expect(body).toContain('bad token: [redacted]');
+    // It keeps failing (and being retried); each failure's message carries what it printed.
+    let body = '';
+    await until('/readyz to show what the server printed', async () => (body = await (await fetch(`http://127.0.0.1:${port}/readyz`)).text()).includes('bad token: [redacted]'));
     expect(body).not.toContain(secret);
     expect(worker.output()).toContain('[redacted]');
     expect(worker.output()).not.toContain(secret);

@@ -1,3 +1,4 @@
+import type { Stream } from 'node:stream';
 import { McpServerLostError, UnavailableError } from '@forge-fleet/shared';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { ErrorCode as McpErrorCode } from '@modelcontextprotocol/sdk/types.js';
@@ -6,6 +7,9 @@ import type { McpStdioLaunch } from './pool-options.js';
 import { isMcpError, UpstreamInstance, type UpstreamHooks } from './upstream-instance.js';
 
 export type { McpCallOptions, McpInstanceEvents, McpInstanceExit } from './upstream-instance.js';
+
+/** How long a failed start waits for the rest of the server's stderr. */
+const STDERR_DRAIN_MS = 250;
 
 /** The last bytes of a server's stderr kept for messages: enough for a stack trace's head, bounded however much it writes. */
 const STDERR_TAIL_BYTES = 4096;
@@ -62,6 +66,8 @@ export class McpInstance extends UpstreamInstance {
       if (transport.spawnedPid !== undefined) killGroup(transport.spawnedPid);
       await instance.client.close().catch(() => undefined);
       if (transport.spawnedPid !== undefined) killGroup(transport.spawnedPid);
+      // What it printed before it died is the likeliest reason: read the rest of its stderr (briefly) before saying why.
+      await stderrEnded(transport.stderr, STDERR_DRAIN_MS);
       const reason = isMcpError(err, McpErrorCode.RequestTimeout) ? `it did not answer initialize within ${launch.startupTimeoutMs} ms` : `it failed to start: ${errorText(err)}`;
       const tail = instance.stderrTail.trim();
       throw new UnavailableError(`${reason}${tail === '' ? '' : `; its stderr: ${tail.slice(-1000)}`}`, { what: `MCP server '${server}' (${launch.command})`, cause: err });
@@ -144,4 +150,18 @@ function killGroup(pgid: number): void {
 
 function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
+}
+
+/** Resolves when `stream` has ended (or was never there), or after `ms`. */
+function stderrEnded(stream: Stream | null | undefined, ms: number): Promise<void> {
+  if (stream === null || stream === undefined || (stream as { readableEnded?: boolean }).readableEnded === true) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    const done = (): void => {
+      clearTimeout(timer);
+      resolve();
+    };
+    stream.once('end', done);
+    stream.once('close', done);
+  });
 }
