@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,6 +14,7 @@ import { assertServerSandbox, serverSandboxLayers } from '../src/mcp-servers/ser
 import type { ServerSandbox } from '../src/mcp-servers/server-sandbox.js';
 import { probeIsolation } from '../src/sandbox/probe.js';
 import { startPoolChild } from './fixtures/pool-child.js';
+import { type ProcessEntry, processTable } from './fixtures/proc-table.js';
 
 const ROOT = fileURLToPath(new URL('../../..', import.meta.url));
 const NODE_MODULES = join(ROOT, 'node_modules');
@@ -54,32 +55,6 @@ async function failureOf(promise: Promise<unknown>): Promise<{ code: unknown; me
   );
   if (!isFleetError(err)) throw new Error(`expected a FleetError, got ${String(err)}`);
   return { code: err.code, message: err.message };
-}
-
-interface ProcessEntry {
-  readonly pid: number;
-  readonly ppid: number;
-  /** Start time in clock ticks since boot: with the pid, names one process even after its pid is reused. */
-  readonly start: string;
-  readonly comm: string;
-}
-
-/** Every process now, zombies too, read from /proc. */
-function processTable(): ProcessEntry[] {
-  const found: ProcessEntry[] = [];
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    let stat: string;
-    try {
-      stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-    } catch {
-      continue;
-    }
-    // "pid (comm) state ppid pgrp … starttime …": comm may hold spaces and parentheses, so fields are counted after the last ')'.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    found.push({ pid: Number(name), ppid: Number(fields[1]), start: fields[19] ?? '', comm: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) });
-  }
-  return found;
 }
 
 /** `root` and every process below it. */

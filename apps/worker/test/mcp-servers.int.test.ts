@@ -1,4 +1,3 @@
-import { readdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -10,6 +9,7 @@ import { findLaunchTools, type LaunchTools } from '../src/mcp-servers/launch-com
 import { McpServerPool } from '../src/mcp-servers/server-pool.js';
 import { probeIsolation } from '../src/sandbox/probe.js';
 import { startPoolChild } from './fixtures/pool-child.js';
+import { processTable } from './fixtures/proc-table.js';
 
 const require = createRequire(import.meta.url);
 const EVERYTHING = join(dirname(require.resolve('@modelcontextprotocol/server-everything/package.json')), 'dist/index.js');
@@ -54,20 +54,9 @@ function textOf(result: CallToolResult): string {
 
 /** Processes (zombies too) whose process group is one of `groups`, read from /proc. */
 function processesInGroups(groups: readonly number[]): { pid: number; state: string }[] {
-  const found: { pid: number; state: string }[] = [];
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    let stat: string;
-    try {
-      stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-    } catch {
-      continue;
-    }
-    // "pid (comm) state ppid pgrp …": comm may hold spaces and parentheses, so fields are counted after the last ')'.
-    const [state = '', , pgrp = ''] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    if (groups.includes(Number(pgrp))) found.push({ pid: Number(name), state });
-  }
-  return found;
+  return processTable()
+    .filter((p) => groups.includes(p.pgrp))
+    .map(({ pid, state }) => ({ pid, state }));
 }
 
 beforeAll(() => {
