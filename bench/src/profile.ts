@@ -15,6 +15,8 @@ import { nodeArgsFor, fleetSecrets } from './proc.js';
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const OUT = join(ROOT, 'bench', 'results', 'profiles');
 const INFLIGHT = Number(process.env.BENCH_INFLIGHT ?? 256);
+/** The entrance to profile: the agent of a bench arm (fleet-agent.ts: call streams; http-agent.ts: a request per call; fleet-mcp-agent.ts: /mcp). */
+const AGENT = process.env.BENCH_AGENT ?? 'bench/src/fleet-agent.ts';
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 
 interface ProfileNode {
@@ -90,7 +92,7 @@ try {
     }
     await new Promise((r) => setTimeout(r, 50));
   }
-  const agent = spawn(process.execPath, ['--conditions=forge-source', '--import', 'tsx', 'bench/src/fleet-agent.ts', url, String(INFLIGHT)], { cwd: ROOT, env: { ...process.env, ...signing.agent }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const agent = spawn(process.execPath, ['--conditions=forge-source', '--import', 'tsx', AGENT, url, String(INFLIGHT)], { cwd: ROOT, env: { ...process.env, ...signing.agent }, stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
   agent.stdout.on('data', (d: Buffer) => (out += d.toString()));
   while (!out.includes('"event":"ready"')) await new Promise((r) => setTimeout(r, 20));

@@ -14,6 +14,12 @@
  * of its own), and a worker under `--sandbox-isolation call` (a process per
  * call), beside `inflight-256` and `inflight-16` of the same run.
  *
+ * Four arms at the base points (issue #17: every entrance beside raw BullMQ,
+ * against the same fleet processes): `raw-bullmq`; `fleet-http`, FleetClient's
+ * call streams; `fleet-http-per-call`, one plain keep-alive `POST /v1/calls`
+ * per call (http-agent.ts); `fleet-mcp`, the official MCP SDK client's
+ * `tools/call` on the dispatcher's `/mcp` (fleet-mcp-agent.ts).
+ *
  * The MCP points (`mcp-*`, issue #16; bench/src/mcp/) put the fleet serving
  * an existing MCP server beside the server reached directly over stdio and
  * through two gateways; they share this run's Redis, repetitions and results.
@@ -32,7 +38,15 @@ const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS ?? (quick ? 500 : 1000));
 const WINDOW_MS = Number(process.env.BENCH_WINDOW_MS ?? (quick ? 1500 : 3000));
 const WORKER_CONCURRENCY = 256;
 
-type Arm = 'raw-bullmq' | 'fleet-http';
+const ALL_ARMS = ['raw-bullmq', 'fleet-http', 'fleet-http-per-call', 'fleet-mcp'] as const;
+type Arm = (typeof ALL_ARMS)[number];
+type FleetArm = Exclude<Arm, 'raw-bullmq'>;
+/** The fleet arms' agents: each a process of its own, against the same dispatcher(s) and worker. */
+const FLEET_AGENT: Record<FleetArm, string> = {
+  'fleet-http': 'bench/src/fleet-agent.ts',
+  'fleet-http-per-call': 'bench/src/http-agent.ts',
+  'fleet-mcp': 'bench/src/fleet-mcp-agent.ts',
+};
 type Kind = 'agent' | 'dispatcher' | 'worker' | 'redis';
 interface Point {
   readonly name: string;
@@ -46,7 +60,7 @@ interface Point {
   /** Measures the fleet only: raw BullMQ has no sandbox and no callers. */
   readonly fleetOnly?: boolean;
 }
-/** The points of both arms; the checks need all four. */
+/** The points of every arm. */
 const BASE_POINTS: readonly Point[] = [
   { name: 'inflight-1', inflight: 1, agents: 1, dispatchers: 1 },
   { name: 'inflight-16', inflight: 16, agents: 1, dispatchers: 1 },
@@ -60,11 +74,12 @@ const POINTS: readonly Point[] = [
   { name: 'per-call-16', inflight: 16, agents: 1, dispatchers: 1, isolation: 'call', fleetOnly: true },
 ];
 /** `BENCH_ARMS=fleet-http` measures only that arm (for A/B experiments between two builds). */
-const ARMS: readonly Arm[] = (['raw-bullmq', 'fleet-http'] as const).filter((a) => process.env.BENCH_ARMS?.split(',').includes(a) ?? true);
-/** `BENCH_POINTS=inflight-256,fanout-16x16` measures only those points (for experiments; the checks need all four). */
+const ARMS: readonly Arm[] = ALL_ARMS.filter((a) => process.env.BENCH_ARMS?.split(',').includes(a) ?? true);
+/** `BENCH_POINTS=inflight-256,fanout-16x16` measures only those points (for experiments; a check whose inputs were not measured is left out). */
 const ONLY = process.env.BENCH_POINTS?.split(',');
 const SELECTED = ONLY === undefined ? POINTS : POINTS.filter((p) => ONLY.includes(p.name));
-const armsOf = (point: Point): readonly Arm[] => ARMS.filter((arm) => !(point.fleetOnly === true && arm === 'raw-bullmq'));
+/** The fleet-only points measure the sandbox under the stream arm alone: the other entrances add nothing to that question. */
+const armsOf = (point: Point): readonly Arm[] => ARMS.filter((arm) => point.fleetOnly !== true || arm === 'fleet-http');
 
 interface Sample {
   readonly callsPerSec: number;
@@ -165,7 +180,7 @@ async function measure(arm: Arm, point: Point, redisUrl: string, redisPid: numbe
   try {
     const per = Math.max(1, Math.round(point.inflight / point.agents));
     for (let i = 0; i < point.agents; i++) {
-      const args = arm === 'raw-bullmq' ? [...TSX, 'bench/src/raw-agent.ts', redisUrl, 'bench', String(per)] : [...TSX, 'bench/src/fleet-agent.ts', urls[i % urls.length]!, String(per)];
+      const args = arm === 'raw-bullmq' ? [...TSX, 'bench/src/raw-agent.ts', redisUrl, 'bench', String(per)] : [...TSX, FLEET_AGENT[arm], urls[i % urls.length]!, String(per)];
       const callers = point.callers === undefined ? {} : { FORGE_TOKENS: SECRETS.callerTokens.slice(0, point.callers).join(',') };
       agents.push(start('agent', args, arm === 'raw-bullmq' ? {} : { ...SECRETS.agent, ...callers }));
     }
@@ -291,8 +306,9 @@ function table(summaries: readonly Summary[]): string {
   for (const s of summaries) {
     const m = s.median;
     const c = m.cpuMsPerCall;
+    const fleet = s.arm !== 'raw-bullmq';
     rows.push(
-      `| ${s.point} | ${s.arm} | ${f(m.callsPerSec, 0)} (${f(s.spread.callsPerSec[0], 0)}–${f(s.spread.callsPerSec[1], 0)}) | ${f(m.p50)} | ${f(m.p95)} | ${f(m.p99)} | ${f(c.agent, 3)} · ${f(c.dispatcher, 3)} · ${f(c.worker, 3)} (${f(c.sandbox, 3)}) · ${f(c.redis, 3)} = ${f(c.total, 3)} | ${f(m.redisCmdsPerCall, 1)} | ${f(m.peakRssMb.worker, 0)} · ${s.arm === 'fleet-http' ? f(m.peakRssMb.dispatcher, 0) : '–'} | ${s.arm === 'fleet-http' ? `${f(m.sandbox.processes, 0)} · ${f(m.sandbox.rssMb, 0)}` : '–'} |`,
+      `| ${s.point} | ${s.arm} | ${f(m.callsPerSec, 0)} (${f(s.spread.callsPerSec[0], 0)}–${f(s.spread.callsPerSec[1], 0)}) | ${f(m.p50)} | ${f(m.p95)} | ${f(m.p99)} | ${f(c.agent, 3)} · ${f(c.dispatcher, 3)} · ${f(c.worker, 3)} (${f(c.sandbox, 3)}) · ${f(c.redis, 3)} = ${f(c.total, 3)} | ${f(m.redisCmdsPerCall, 1)} | ${f(m.peakRssMb.worker, 0)} · ${fleet ? f(m.peakRssMb.dispatcher, 0) : '–'} | ${fleet ? `${f(m.sandbox.processes, 0)} · ${f(m.sandbox.rssMb, 0)}` : '–'} |`,
     );
   }
   return rows.join('\n');
@@ -305,24 +321,69 @@ interface Check {
   readonly met: boolean;
 }
 
+/**
+ * The issues' bars, each computed from this run's medians and left out when a
+ * partial run did not measure what it compares. Issue #4's on the stream arm
+ * (`fleet-http`) keep their names, so runs stay comparable; issue #17's name
+ * the entrance they measure.
+ */
 function checks(summaries: readonly Summary[]): Check[] {
-  const get = (point: string, arm: Arm): Sample => summaries.find((s) => s.point === point && s.arm === arm)!.median;
+  const get = (point: string, arm: Arm): Sample | undefined => summaries.find((s) => s.point === point && s.arm === arm && s.reps.length > 0)?.median;
+  const out: Check[] = [];
+  const add = (target: string, fleet: number, bar: number, met: (fleet: number, bar: number) => boolean): void => void out.push({ target, fleet, bar, met: met(fleet, bar) });
+  const atLeast = (a: number, b: number): boolean => a >= b;
+  const atMost = (a: number, b: number): boolean => a <= b;
+  const below = (a: number, b: number): boolean => a < b;
   const raw256 = get('inflight-256', 'raw-bullmq');
   const fleet256 = get('inflight-256', 'fleet-http');
   const raw1 = get('inflight-1', 'raw-bullmq');
   const fleet1 = get('inflight-1', 'fleet-http');
   const fleetFan = get('fanout-16x16', 'fleet-http');
-  const out: Check[] = [
-    { target: 'calls/s at 256 in flight ≥ 1.2 × raw', fleet: fleet256.callsPerSec, bar: 1.2 * raw256.callsPerSec, met: fleet256.callsPerSec >= 1.2 * raw256.callsPerSec },
-    { target: 'p50 at 1 in flight ≤ raw (ms)', fleet: fleet1.p50, bar: raw1.p50, met: fleet1.p50 <= raw1.p50 },
-    { target: 'p99 at 256 in flight ≤ raw (ms)', fleet: fleet256.p99, bar: raw256.p99, met: fleet256.p99 <= raw256.p99 },
-    { target: 'total CPU ms/call at 256 ≤ raw', fleet: fleet256.cpuMsPerCall.total, bar: raw256.cpuMsPerCall.total, met: fleet256.cpuMsPerCall.total <= raw256.cpuMsPerCall.total },
-    { target: 'Redis commands/call at 256 ≤ raw', fleet: fleet256.redisCmdsPerCall, bar: raw256.redisCmdsPerCall, met: fleet256.redisCmdsPerCall <= raw256.redisCmdsPerCall },
-    { target: 'fan-out calls/s ≥ 0.9 × 1-agent calls/s', fleet: fleetFan.callsPerSec, bar: 0.9 * fleet256.callsPerSec, met: fleetFan.callsPerSec >= 0.9 * fleet256.callsPerSec },
-    { target: 'fan-out Redis CPU/call < 1.1 × 1-agent', fleet: fleetFan.cpuMsPerCall.redis, bar: 1.1 * fleet256.cpuMsPerCall.redis, met: fleetFan.cpuMsPerCall.redis < 1.1 * fleet256.cpuMsPerCall.redis },
-    { target: 'worker peak RSS at 256 < 150 MB', fleet: fleet256.peakRssMb.worker, bar: 150, met: fleet256.peakRssMb.worker < 150 },
-    { target: 'dispatcher peak RSS at 256 < 200 MB', fleet: fleet256.peakRssMb.dispatcher, bar: 200, met: fleet256.peakRssMb.dispatcher < 200 },
-  ];
+  const perCall256 = get('inflight-256', 'fleet-http-per-call');
+  const mcp256 = get('inflight-256', 'fleet-mcp');
+  const rawFan = get('fanout-16x16', 'raw-bullmq');
+
+  if (fleet256 !== undefined && raw256 !== undefined) add('calls/s at 256 in flight ≥ 1.2 × raw', fleet256.callsPerSec, 1.2 * raw256.callsPerSec, atLeast);
+  if (fleet1 !== undefined && raw1 !== undefined) add('p50 at 1 in flight ≤ raw (ms)', fleet1.p50, raw1.p50, atMost);
+  if (fleet256 !== undefined && raw256 !== undefined) {
+    add('p99 at 256 in flight ≤ raw (ms)', fleet256.p99, raw256.p99, atMost);
+    add('total CPU ms/call at 256 ≤ raw', fleet256.cpuMsPerCall.total, raw256.cpuMsPerCall.total, atMost);
+    add('Redis commands/call at 256 ≤ raw', fleet256.redisCmdsPerCall, raw256.redisCmdsPerCall, atMost);
+  }
+  if (fleetFan !== undefined && fleet256 !== undefined) {
+    add('fan-out calls/s ≥ 0.9 × 1-agent calls/s', fleetFan.callsPerSec, 0.9 * fleet256.callsPerSec, atLeast);
+    add('fan-out Redis CPU/call < 1.1 × 1-agent', fleetFan.cpuMsPerCall.redis, 1.1 * fleet256.cpuMsPerCall.redis, below);
+  }
+  if (fleet256 !== undefined) {
+    add('worker peak RSS at 256 < 150 MB', fleet256.peakRssMb.worker, 150, below);
+    add('dispatcher peak RSS at 256 < 200 MB', fleet256.peakRssMb.dispatcher, 200, below);
+  }
+
+  // Issue #17: every entrance fast.
+  if (perCall256 !== undefined && raw256 !== undefined) {
+    add('http-per-call calls/s at 256 ≥ 1.2 × raw', perCall256.callsPerSec, 1.2 * raw256.callsPerSec, atLeast);
+    add('http-per-call p99 at 256 ≤ raw (ms)', perCall256.p99, raw256.p99, atMost);
+  }
+  if (mcp256 !== undefined && perCall256 !== undefined) {
+    add('mcp calls/s at 256 ≥ 0.8 × http-per-call', mcp256.callsPerSec, 0.8 * perCall256.callsPerSec, atLeast);
+    add('mcp p99 at 256 ≤ 2 × http-per-call p99 (ms)', mcp256.p99, 2 * perCall256.p99, atMost);
+  }
+  if (mcp256 !== undefined) add('mcp dispatcher CPU ms/call at 256 ≤ 0.25', mcp256.cpuMsPerCall.dispatcher, 0.25, atMost);
+  if (raw1 !== undefined) {
+    for (const arm of ['fleet-http', 'fleet-http-per-call', 'fleet-mcp'] as const) {
+      const at1 = get('inflight-1', arm);
+      if (at1 === undefined) continue;
+      add(`${arm} p50 at 1 in flight ≤ 2 × raw (ms)`, at1.p50, 2 * raw1.p50, atMost);
+      add(`${arm} total CPU ms/call at 1 ≤ 2 × raw`, at1.cpuMsPerCall.total, 2 * raw1.cpuMsPerCall.total, atMost);
+    }
+  }
+  for (const arm of ['fleet-http-per-call', 'fleet-mcp'] as const) {
+    const at256 = get('inflight-256', arm);
+    if (at256 === undefined) continue;
+    add(`${arm} worker peak RSS at 256 < 150 MB`, at256.peakRssMb.worker, 150, below);
+    add(`${arm} dispatcher peak RSS at 256 < 200 MB`, at256.peakRssMb.dispatcher, 200, below);
+  }
+  if (fleetFan !== undefined && rawFan !== undefined) add('fan-out calls/s > raw (stream arm)', fleetFan.callsPerSec, rawFan.callsPerSec, (a, b) => a > b);
   return out;
 }
 
@@ -339,7 +400,7 @@ try {
         const sample = await measure(arm, point, redisServer.url, redisServer.pid, redis);
         const key = `${point.name}|${arm}`;
         samples.set(key, [...(samples.get(key) ?? []), sample]);
-        process.stdout.write(`rep ${rep} ${point.name.padEnd(13)} ${arm.padEnd(10)} ${f(sample.callsPerSec, 0).padStart(6)} calls/s  p50 ${f(sample.p50)} ms  p99 ${f(sample.p99)} ms  errors ${sample.errors}\n`);
+        process.stdout.write(`rep ${rep} ${point.name.padEnd(13)} ${arm.padEnd(19)} ${f(sample.callsPerSec, 0).padStart(6)} calls/s  p50 ${f(sample.p50)} ms  p99 ${f(sample.p99)} ms  errors ${sample.errors}\n`);
       }
     }
     for (const point of mcp.points) {
@@ -350,7 +411,7 @@ try {
     }
   }
   const summaries = SELECTED.flatMap((p) => armsOf(p).map((arm) => summarise(p.name, arm, samples.get(`${p.name}|${arm}`) ?? [])));
-  const results = BASE_POINTS.every((p) => SELECTED.includes(p)) && ARMS.length === 2 ? checks(summaries) : [];
+  const results = checks(summaries);
   const mcpResults = mcp.results();
   const allChecks = [...results, ...mcpResults.checks];
   const date = new Date().toISOString().slice(0, 10);
@@ -360,7 +421,7 @@ try {
   const markdown = [
     `# Benchmark ${meta.date}${quick ? ' (quick)' : ''}`,
     '',
-    `Node ${meta.node}, ${meta.cpus} cores, Redis ${meta.redis}, BullMQ ${meta.bullmq}; ${REPS} repetition(s) of ${WINDOW_MS} ms windows after ${WARMUP_MS} ms warm-up (4× that for the fan-out point); one worker process (concurrency ${WORKER_CONCURRENCY}) per arm; medians, calls/s spread in brackets. Fleet processes log at \`warn\`. Fleet-only points: \`callers-N\` spreads 256 calls in flight over N token subjects (each gets sandbox processes of its own); \`per-call-16\` runs the worker under \`--sandbox-isolation call\` (a sandbox process per call).`,
+    `Node ${meta.node}, ${meta.cpus} cores, Redis ${meta.redis}, BullMQ ${meta.bullmq}; ${REPS} repetition(s) of ${WINDOW_MS} ms windows after ${WARMUP_MS} ms warm-up (4× that for the fan-out point); one worker process (concurrency ${WORKER_CONCURRENCY}) per arm; medians, calls/s spread in brackets. Fleet processes log at \`warn\`. Fleet arms, against the same dispatcher(s) and worker: \`fleet-http\` (FleetClient's call streams), \`fleet-http-per-call\` (one \`POST /v1/calls?wait\` per call, undici keep-alive pool of one connection per call in flight), \`fleet-mcp\` (official MCP SDK client, \`tools/call\` on \`/mcp\`, undici fetch with the same pool size). Fleet-only points (stream arm only): \`callers-N\` spreads 256 calls in flight over N token subjects (each gets sandbox processes of its own); \`per-call-16\` runs the worker under \`--sandbox-isolation call\` (a sandbox process per call).`,
     '',
     table(summaries),
     '',
@@ -374,7 +435,7 @@ try {
   const dir = process.env.BENCH_RESULTS_DIR ?? join(ROOT, 'bench', 'results');
   mkdirSync(dir, { recursive: true });
   // Runs of some points or arms are experiments: kept apart from (and never mistaken for) a full run's results.
-  const partial = SELECTED.length !== POINTS.length || ARMS.length !== 2 || !mcp.complete;
+  const partial = SELECTED.length !== POINTS.length || ARMS.length !== ALL_ARMS.length || !mcp.complete;
   const name = `${date}${quick ? '-quick' : ''}${partial ? '-partial' : ''}`;
   writeFileSync(join(dir, `${name}.json`), `${JSON.stringify({ meta, summaries, mcp: mcpResults.summaries, checks: allChecks }, null, 2)}\n`);
   writeFileSync(join(dir, `${name}.md`), markdown);

@@ -254,4 +254,38 @@ describe('the fleet as an MCP server (official client, Streamable HTTP)', () => 
     expect(stream.status).toBe(405);
     await stream.body?.cancel();
   });
+
+  it("answers a plain tools/call (served without the SDK's transport) exactly as the SDK's path answers the same call", async () => {
+    // A progress token or a task sends a call through the SDK's server and transport; a plain call is answered directly
+    // (direct-call.ts). Both must put the same answer on the wire: same headers that matter, one `message` event, same result.
+    const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${token}` };
+    const post = async (params: Record<string, unknown>, extra: Record<string, string> = {}) => {
+      const response = await fetch(`${dispatcher.url}/mcp`, { method: 'POST', headers: { ...headers, ...extra }, body: JSON.stringify({ jsonrpc: '2.0', id: 'same-id', method: 'tools/call', params }) });
+      const text = await response.text();
+      const events = text.split('\n\n').filter((e) => e.trim() !== '');
+      return { status: response.status, type: response.headers.get('content-type'), events, messages: events.map((e) => JSON.parse(e.split('\n').find((l) => l.startsWith('data: '))!.slice(6)) as Record<string, unknown>) };
+    };
+    const idOf = (tag: string) => `${tag}-${randomUUID()}`;
+    for (const args of [{ text: 'same answer' }, { text: 42 }]) {
+      const plainId = idOf('plain');
+      const sdkId = idOf('sdk');
+      const plain = await post({ name: 'echo', arguments: args, _meta: { [CALL_ID]: plainId } }, { 'mcp-protocol-version': '2025-06-18' });
+      const viaSdk = await post({ name: 'echo', arguments: args, _meta: { [CALL_ID]: sdkId, progressToken: 'p1' } }, { 'mcp-protocol-version': '2025-06-18' });
+      expect(plain.status).toBe(200);
+      expect(plain.type).toBe(viaSdk.type);
+      expect(plain.events).toHaveLength(1);
+      expect(plain.events[0]).toMatch(/^event: message\ndata: /);
+      const sdkAnswer = viaSdk.messages.find((m) => m['id'] === 'same-id');
+      expect(sdkAnswer).toBeDefined();
+      // The same answer but for the call ids each result names (the SDK re-parses a result, which orders its keys its own way).
+      expect(JSON.parse(JSON.stringify(plain.messages[0]).replaceAll(plainId, 'ID'))).toEqual(JSON.parse(JSON.stringify(sdkAnswer).replaceAll(sdkId, 'ID')));
+    }
+    // What the transport refuses, it still refuses: a plain call with an unsupported protocol version or without the event-stream accept.
+    const badVersion = await fetch(`${dispatcher.url}/mcp`, { method: 'POST', headers: { ...headers, 'mcp-protocol-version': '1999-01-01' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo', arguments: { text: 'x' } } }) });
+    expect(badVersion.status).toBe(400);
+    expect(await badVersion.text()).toContain('Unsupported protocol version');
+    const jsonOnly = await fetch(`${dispatcher.url}/mcp`, { method: 'POST', headers: { ...headers, accept: 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo', arguments: { text: 'x' } } }) });
+    expect(jsonOnly.status).toBe(406);
+    await jsonOnly.body?.cancel();
+  });
 });

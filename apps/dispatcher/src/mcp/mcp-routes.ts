@@ -15,6 +15,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import { carrierOf } from '@forge-fleet/telemetry';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import type { ServerResponse } from 'node:http';
 import type { DecisionAudit } from '../audit/decisions.js';
 import { type Authenticator, type Caller, requireRole } from '../auth/authenticator.js';
 import type { CatalogView } from '../catalog/catalog-view.js';
@@ -26,6 +27,7 @@ import { prototypeKeyIn, prototypeKeyPath } from '../http/json-body.js';
 import { refusalOf, toCallToolResult } from './call-results.js';
 import type { McpCancelBus } from './cancel-bus.js';
 import { InFlightCalls } from './in-flight.js';
+import { type DirectCall, directCallOf, internalErrorOf, writeDirectAnswer } from './direct-call.js';
 import { checkBody, parseRefusal } from './json-rpc-body.js';
 import { type ProgressNotice, ProgressNotices } from './progress-notices.js';
 import { DEFAULT_PAGE_SIZE, listPage, META } from './tool-listing.js';
@@ -46,6 +48,8 @@ export interface McpOptions {
 }
 
 type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
+/** What a `tools/call` uses of the SDK's request context: the direct path (direct-call.ts) gives just this. */
+type CallExtra = Pick<Extra, 'signal' | 'requestId' | 'sendNotification'>;
 
 /**
  * With a progress token, the longest a client goes without a notification while its call runs: short
@@ -74,7 +78,7 @@ interface Context {
  * client hanging up — cancels the fleet call: an MCP client has no other way to
  * come back for the result.
  */
-async function callTool(cx: Context, request: CallToolRequest, extra: Extra, closeRequest: () => Promise<void>): Promise<CallToolResult> {
+async function callTool(cx: Context, request: CallToolRequest, extra: CallExtra, closeRequest: () => Promise<void>): Promise<CallToolResult> {
   const { calls } = cx.deps;
   const { name, arguments: args = {}, _meta: meta } = request.params;
   const chosenId = meta?.[META.callId];
@@ -146,6 +150,30 @@ async function callTool(cx: Context, request: CallToolRequest, extra: Extra, clo
     unsubscribe();
     unregister();
     extra.signal.removeEventListener('abort', onAbort);
+  }
+}
+
+/**
+ * Serves a plain `tools/call` without the SDK (see direct-call.ts), with what
+ * the SDK's path guarantees: the client hanging up cancels the fleet call, a
+ * `notifications/cancelled` (InFlightCalls) does too and ends the stream with
+ * no answer, and a handler's throw is the SDK's JSON-RPC error.
+ */
+async function answerDirectly(cx: Context, { id, request }: DirectCall, res: ServerResponse): Promise<void> {
+  const hangUp = new AbortController();
+  // 'close' also follows the answer; by then callTool has let go of the signal.
+  res.once('close', () => hangUp.abort(new Error('the MCP client closed the request')));
+  let answered = true;
+  const noNotifications = (): Promise<void> => Promise.resolve();
+  try {
+    const result = await callTool(cx, request, { signal: hangUp.signal, requestId: id, sendNotification: noNotifications }, () => {
+      answered = false;
+      return Promise.resolve();
+    });
+    writeDirectAnswer(res, answered ? { jsonrpc: '2.0', id, result } : undefined);
+  } catch (error) {
+    cx.log.error({ err: error }, 'MCP tools/call failed');
+    writeDirectAnswer(res, internalErrorOf(id, error));
   }
 }
 
@@ -267,6 +295,12 @@ export function mcpRoutes(deps: McpDeps, options: McpOptions = {}) {
       }
       await listen();
       const cx: Context = { deps, caller, client: InFlightCalls.clientOf(request.headers), inFlight, cancelBus: deps.cancelBus, pageSize, log: request.log, version };
+      const direct = body === undefined ? undefined : directCallOf(body.json, request.headers);
+      if (direct !== undefined) {
+        void reply.hijack();
+        await answerDirectly(cx, direct, reply.raw);
+        return;
+      }
       const server = serverFor(cx);
       // Stateless: no `sessionIdGenerator` (the SDK's `sessionIdGenerator: undefined`, which exactOptionalPropertyTypes spells by omission).
       const transport = new StreamableHTTPServerTransport({});
