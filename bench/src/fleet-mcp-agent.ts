@@ -12,9 +12,9 @@
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { runAgent } from './agent-loop.js';
+import { sdkFetch } from './sdk-fetch.js';
 
 const [url = '', inflight = '1'] = process.argv.slice(2);
 const n = Math.max(1, Number(inflight));
@@ -23,7 +23,7 @@ const CALL_TIMEOUT_MS = 120_000;
 const dispatcher = new Agent({ connections: n, pipelining: 1, keepAliveTimeout: 60_000 });
 // undici's own RequestInit and Response are the global ones in all but their declared types.
 type UndiciInit = NonNullable<Parameters<typeof undiciFetch>[1]>;
-const fetch = ((input: string | URL, init?: RequestInit) => undiciFetch(input, { ...(init as UndiciInit | undefined), dispatcher })) as unknown as FetchLike;
+const fetch = sdkFetch((input: string | URL, init?: RequestInit) => undiciFetch(input, { ...(init as UndiciInit | undefined), dispatcher }));
 const transport = new StreamableHTTPClientTransport(new URL('/mcp', url), { fetch, requestInit: { headers: { authorization: `Bearer ${process.env.FORGE_TOKEN ?? ''}` } } });
 const client = new Client({ name: 'forge-bench', version: '0.1.0' });
 await client.connect(transport);

@@ -14,6 +14,7 @@ import { FleetClient } from '@forge-fleet/client';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { sdkFetch } from '../sdk-fetch.js';
 import { runAgent } from '../agent-loop.js';
 import { ECHO, EVERYTHING_COMMAND, gzipCall, type ToolCall } from './everything.js';
 
@@ -46,7 +47,7 @@ if (mode === 'fleet') {
   const transport =
     mode === 'stdio'
       ? new StdioClientTransport({ command: EVERYTHING_COMMAND.command, args: [...EVERYTHING_COMMAND.args], stderr: 'ignore' })
-      : new StreamableHTTPClientTransport(new URL(target ?? ''));
+      : new StreamableHTTPClientTransport(new URL(target ?? ''), { fetch: sdkFetch() });
   await client.connect(transport);
   await runAgent(inflight, async () => {
     const result = await client.callTool({ name: call.tool, arguments: call.args(n++) }, undefined, { timeout: CALL_TIMEOUT_MS });
