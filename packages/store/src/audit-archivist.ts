@@ -70,6 +70,10 @@ export class AuditArchivist {
   #timer: NodeJS.Timeout | undefined;
   /** The drain in progress: a reader waits for it rather than start a second one. */
   #draining: Promise<number> | undefined;
+  /** When the scheduled look runs (performance.now() time). */
+  #dueAt = 0;
+  /** This process wrote entries while a look was under way (see soon). */
+  #wanted = false;
 
   constructor(options: AuditArchivistOptions) {
     this.#o = options;
@@ -123,25 +127,28 @@ export class AuditArchivist {
    * dispatcher's own writer calls it), so they reach the stream a few ms after their write.
    */
   soon(): void {
-    // Not started, or a drain is under way (the next look follows it), or one is due within SOON_MS anyway.
-    if (!this.#running || this.#timer === undefined || this.#dueAt - performance.now() <= SOON_MS) return;
+    if (!this.#running) return;
+    // A drain under way may have read the inboxes before this write: the look after it comes soon, not idly.
+    if (this.#timer === undefined) {
+      this.#wanted = true;
+      return;
+    }
+    if (this.#dueAt - performance.now() <= SOON_MS) return; // due within SOON_MS anyway
     clearTimeout(this.#timer);
     this.#timer = undefined;
     this.#schedule(SOON_MS);
   }
-
-  /** When the scheduled look runs (performance.now() time). */
-  #dueAt = 0;
 
   #schedule(ms: number): void {
     if (!this.#running) return;
     this.#dueAt = performance.now() + ms;
     this.#timer = setTimeout(() => {
       this.#timer = undefined;
+      this.#wanted = false;
       // A drain that returned has emptied the inboxes as they were when it ran (#drainAll loops while a run
       // is full): what came after is filed at the next look, or within SOON_MS of a write of this process.
       this.drain().then(
-        () => this.#schedule(IDLE_POLL_MS),
+        () => this.#schedule(this.#wanted ? SOON_MS : IDLE_POLL_MS),
         (err: unknown) => {
           this.#o.log.error({ err }, 'could not file audit entries; they wait in their inboxes');
           this.#schedule(FAILURE_PAUSE_MS);
