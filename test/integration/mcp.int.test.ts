@@ -255,6 +255,22 @@ describe('the fleet as an MCP server (official client, Streamable HTTP)', () => 
     await stream.body?.cancel();
   });
 
+  it('cancels the fleet call when the client hangs up before its answer, on both paths (plain call, and one with a progress token)', async () => {
+    for (const meta of [{}, { progressToken: 'hang-up' }]) {
+      const id = `mcp-hang-up-${randomUUID()}`;
+      const controller = new AbortController();
+      const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'block', arguments: {}, _meta: { [CALL_ID]: id, ...meta } } });
+      const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${token}` };
+      // The answer (or, with progress, the stream's end) never comes: the request is given up once the handler runs.
+      const request = fetch(`${dispatcher.url}/mcp`, { method: 'POST', headers, body, signal: controller.signal }).then((r) => r.text());
+      expect(await started(id)).toBeDefined();
+      controller.abort();
+      await expect(request).rejects.toThrow();
+      expect((await rest.get(id, { waitMs: 10_000 })).status).toBe('cancelled');
+      expect(await redis.get(`${fleet.prefix}:test:aborted:{${id}}`)).toContain('cancelled');
+    }
+  });
+
   it("answers a plain tools/call (served without the SDK's transport) exactly as the SDK's path answers the same call", async () => {
     // A progress token or a task sends a call through the SDK's server and transport; a plain call is answered directly
     // (direct-call.ts). Both must put the same answer on the wire: same headers that matter, one `message` event, same result.
