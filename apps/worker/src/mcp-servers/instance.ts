@@ -23,6 +23,11 @@ class SpawnAwareTransport extends StdioClientTransport {
   }
 }
 
+/** What a secret in a server's stderr shows instead. */
+const REDACTED = '[redacted]';
+/** Shorter values are not redacted: replacing every `1` or `on` of a tail would hide the tail, not a secret. */
+const MIN_REDACTED_LENGTH = 4;
+
 /**
  * One running stdio MCP server process, connected with the official SDK's
  * client. The process has a session and process group of its own, dies with
@@ -30,11 +35,6 @@ class SpawnAwareTransport extends StdioClientTransport {
  * Closing or killing it kills its whole process group, so what the server
  * started goes with it.
  */
-/** What a secret in a server's stderr shows instead. */
-const REDACTED = '[redacted]';
-/** Shorter values are not redacted: replacing every `1` or `on` of a tail would hide the tail, not a secret. */
-const MIN_REDACTED_LENGTH = 4;
-
 export class McpInstance extends UpstreamInstance {
   #stderrTail = '';
   #pid = 0;
