@@ -297,6 +297,30 @@ describe('the audit stream', () => {
       own.disconnect();
     }
   });
+  it('gives a reader who asks during a drain every entry written before it asked, not the drain under way', async () => {
+    const keeperConnection = new Redis(redisUrl());
+    const writerConnection = new Redis(redisUrl());
+    const archivist = new AuditArchivist({ redis: keeperConnection, keys, lanes: () => [L], log: { error: () => {} } });
+    const reader = new AuditReader(keeperConnection, keys, archivist);
+    const writer = new RedisAuditLogger(writerConnection, keys, L);
+    try {
+      const missed: string[] = [];
+      for (let i = 0; i < 200; i++) {
+        // A drain under way (as the keeper's own look would be), then an entry written while it runs, then a read.
+        const underWay = archivist.drain();
+        const callId = randomUUID();
+        await writer.record({ at: new Date().toISOString(), callId, tool: 'echo', decision: 'completed', scopeAtDispatch: 'test' });
+        const found = await reader.query({ callId, limit: 1 });
+        if (found.length !== 1) missed.push(callId);
+        await underWay;
+      }
+      expect(missed).toEqual([]);
+    } finally {
+      await keeperConnection.del(keys.audit, keys.auditInbox('dispatcher'), keys.auditInbox(L));
+      keeperConnection.disconnect();
+      writerConnection.disconnect();
+    }
+  });
 });
 
 describe('reply lists', () => {

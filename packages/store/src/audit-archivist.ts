@@ -68,8 +68,10 @@ export class AuditArchivist {
   readonly #file: (keys: readonly string[], args: readonly (string | number)[]) => Promise<number>;
   #running = false;
   #timer: NodeJS.Timeout | undefined;
-  /** The drain in progress: a reader waits for it rather than start a second one. */
+  /** The drain in progress. */
   #draining: Promise<number> | undefined;
+  /** The drain that follows the one in progress: every caller who came during it shares this one. */
+  #following: Promise<number> | undefined;
   /** When the scheduled look runs (performance.now() time). */
   #dueAt = 0;
   /** This process wrote entries while a look was under way (see soon). */
@@ -104,10 +106,19 @@ export class AuditArchivist {
     if (this.#timer !== undefined) clearTimeout(this.#timer);
   }
 
-  /** Files what the inboxes hold now (until they are empty); resolves with the number of items moved. */
+  /**
+   * Files what the inboxes hold now (until they are empty); resolves with the number of items moved.
+   * A drain under way may have read the inboxes before the caller's last write, so a caller who comes
+   * during one gets the drain after it (shared with the others who came meanwhile), never the one under
+   * way: a reader that drains first sees every entry written before it asked.
+   */
   drain(): Promise<number> {
-    this.#draining ??= this.#drainAll().finally(() => (this.#draining = undefined));
-    return this.#draining;
+    if (this.#draining === undefined) {
+      this.#draining = this.#drainAll().finally(() => (this.#draining = this.#following = undefined));
+      return this.#draining;
+    }
+    this.#following ??= this.#draining.catch(() => 0).then(() => this.drain());
+    return this.#following;
   }
 
   async #drainAll(): Promise<number> {
