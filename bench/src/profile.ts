@@ -10,6 +10,7 @@ import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, startLocalRedis } from '@forge-fleet/local-redis';
+import { mcpFleetSecrets, SERVER_NAME, writeServersFile } from './mcp/fleet.js';
 import { nodeArgsFor, fleetSecrets } from './proc.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -17,6 +18,11 @@ const OUT = join(ROOT, 'bench', 'results', 'profiles');
 const INFLIGHT = Number(process.env.BENCH_INFLIGHT ?? 256);
 /** The entrance to profile: the agent of a bench arm (fleet-agent.ts: call streams; http-agent.ts: a request per call; fleet-mcp-agent.ts: /mcp). */
 const AGENT = process.env.BENCH_AGENT ?? 'bench/src/fleet-agent.ts';
+/**
+ * `BENCH_PROFILE=mcp`: the #16 fleet arm instead — a host worker serving server-everything (2 instances, as
+ * the mcp-fleet arm) and FleetClient calling `everything.echo`; the instances' own CPU is not profiled.
+ */
+const MCP = process.env.BENCH_PROFILE === 'mcp';
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 
 interface ProfileNode {
@@ -77,22 +83,34 @@ rmSync(OUT, { recursive: true, force: true });
 mkdirSync(OUT, { recursive: true });
 const redis = await startLocalRedis();
 const env = { REDIS_URL: redis.url, FORGE_PREFIX: 'prof', LOG_LEVEL: 'warn' };
-const signing = await fleetSecrets(env.FORGE_PREFIX);
+const fleet = await fleetSecrets(env.FORGE_PREFIX);
+const mcp = MCP ? await mcpFleetSecrets(env.FORGE_PREFIX) : undefined;
+const signing =
+  mcp === undefined
+    ? { dispatcher: fleet.dispatcher, worker: fleet.platformWorker, agent: fleet.agent, tool: 'noop', workerArgs: ['--tier', 'platform', '--tools', 'bench/src/tools.ts'], agentArgs: (u: string) => [AGENT, u, String(INFLIGHT)] }
+    : {
+        dispatcher: mcp.dispatcher,
+        worker: mcp.hostWorker,
+        agent: { FORGE_TOKEN: mcp.agentToken },
+        tool: `${SERVER_NAME}.echo`,
+        workerArgs: ['--tier', 'host', '--mcp', writeServersFile({ instances: 2, callsPerInstance: 128 })],
+        agentArgs: (u: string) => ['bench/src/mcp/mcp-agent.ts', 'fleet', u, String(INFLIGHT), 'echo'],
+      };
 const port = await freePort();
 const url = `http://127.0.0.1:${port}`;
 const dispatcher = run(['--cpu-prof', `--cpu-prof-dir=${join(OUT, 'dispatcher')}`, ...nodeArgsFor('apps/dispatcher/bin/forge-dispatcher.js')], { ...env, ...signing.dispatcher, PORT: String(port) });
-const worker = run(['--cpu-prof', `--cpu-prof-dir=${join(OUT, 'worker')}`, ...nodeArgsFor('apps/worker/bin/forge-worker.js'), '--tier', 'platform', '--tools', 'bench/src/tools.ts', '--concurrency', '256'], { ...env, ...signing.platformWorker });
+const worker = run(['--cpu-prof', `--cpu-prof-dir=${join(OUT, 'worker')}`, ...nodeArgsFor('apps/worker/bin/forge-worker.js'), ...signing.workerArgs, '--concurrency', '256'], { ...env, ...signing.worker });
 try {
   for (;;) {
     try {
       const body = (await (await fetch(`${url}/v1/tools`, { headers: { authorization: `Bearer ${signing.agent.FORGE_TOKEN}` } })).json()) as { tools: { name: string }[] };
-      if (body.tools.some((t) => t.name === 'noop')) break;
+      if (body.tools.some((t) => t.name === signing.tool)) break;
     } catch {
       // not up yet
     }
     await new Promise((r) => setTimeout(r, 50));
   }
-  const agent = spawn(process.execPath, ['--conditions=forge-source', '--import', 'tsx', AGENT, url, String(INFLIGHT)], { cwd: ROOT, env: { ...process.env, ...signing.agent }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const agent = spawn(process.execPath, ['--conditions=forge-source', '--import', 'tsx', ...signing.agentArgs(url)], { cwd: ROOT, env: { ...process.env, ...signing.agent }, stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
   agent.stdout.on('data', (d: Buffer) => (out += d.toString()));
   while (!out.includes('"event":"ready"')) await new Promise((r) => setTimeout(r, 20));

@@ -1,7 +1,9 @@
+import type { ChildProcess } from 'node:child_process';
 import type { Stream } from 'node:stream';
 import { McpServerLostError, UnavailableError } from '@forge-fleet/shared';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { ErrorCode as McpErrorCode } from '@modelcontextprotocol/sdk/types.js';
+import { type JSONRPCMessage, ErrorCode as McpErrorCode } from '@modelcontextprotocol/sdk/types.js';
+import { Outbox } from '../sandbox/framing.js';
 import { type LaunchTools, stdioLaunchParameters } from './launch-command.js';
 import type { McpStdioLaunch } from './pool-options.js';
 import { isMcpError, UpstreamInstance, type UpstreamHooks } from './upstream-instance.js';
@@ -14,12 +16,39 @@ const STDERR_DRAIN_MS = 250;
 /** The last bytes of a server's stderr kept for messages: enough for a stack trace's head, bounded however much it writes. */
 const STDERR_TAIL_BYTES = 4096;
 
-/** The transport with its spawn made visible, so a process that fails `initialize` can still be killed by pid. */
+/**
+ * The SDK's transport with its spawn made visible, so a process that fails
+ * `initialize` can still be killed by pid, and with its sends coalesced: the
+ * SDK writes each message to the server's stdin on its own, a syscall and a
+ * wake-up of the server each, while a worker under load sends many calls per
+ * turn. They leave in one write at the end of the loop iteration (the
+ * sandbox channel's Outbox). A send resolves once queued: what stdin buffers
+ * is bounded by the calls in flight on the instance (`callsPerInstance`).
+ */
 class SpawnAwareTransport extends StdioClientTransport {
   spawnedPid: number | undefined;
+  #outbox: Outbox | undefined;
+
   override async start(): Promise<void> {
     await super.start();
     this.spawnedPid = this.pid ?? undefined;
+    // The SDK keeps its child in a field TypeScript calls private (SDK pinned in package-lock.json); were it
+    // ever gone, sends would go one write each, through the SDK's own send.
+    const stdin = (this as unknown as { _process?: ChildProcess })._process?.stdin;
+    if (stdin != null) this.#outbox = new Outbox((text) => stdin.write(text));
+  }
+
+  override send(message: JSONRPCMessage): Promise<void> {
+    if (this.#outbox === undefined || this.pid === null) return super.send(message);
+    this.#outbox.send(JSON.stringify(message));
+    return Promise.resolve();
+  }
+
+  override async close(): Promise<void> {
+    // What this turn queued goes before stdin ends (a write after end would fail).
+    this.#outbox?.flush();
+    this.#outbox = undefined;
+    await super.close();
   }
 }
 
