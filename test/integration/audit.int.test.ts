@@ -93,7 +93,7 @@ describe('GET /v1/audit and the argument limits', () => {
     expect(await audit(`caller=${subject}&category=schema`)).toHaveLength(1);
     expect(await audit(`caller=${subject}&tool=count`)).toHaveLength(1);
     expect(await audit(`caller=${subject}&decision=rejected&limit=1`)).toHaveLength(1);
-  });
+  }, 90_000);
 
   it('records unauthenticated requests and refuses readers that are not admins (403 FORBIDDEN)', async () => {
     const since = Date.now();

@@ -120,7 +120,7 @@ describe('a fleet: one dispatcher, workers of every tier', () => {
     expect(view).toMatchObject({ id, status: 'awaiting_approval', reason: expect.stringContaining('confirm') as string });
     await expect(client.call('confirm_first', {}, { id, timeoutMs: 10_000, waitForApproval: false })).rejects.toMatchObject({ code: 'APPROVAL_PENDING', details: { callId: id } });
     expect((await client.get(id)).status).toBe('awaiting_approval');
-  });
+  }, 90_000);
 
   it('aborting a client call stops the wait and cancels the call in the fleet', async () => {
     const id = `abort-${randomUUID()}`;

@@ -196,7 +196,7 @@ describe('many dispatchers, many workers', () => {
     } finally {
       await Promise.all(clients.map((c) => c.close()));
     }
-  });
+  }, 90_000);
 });
 
 describe('dispatcher shutdown', () => {

@@ -124,7 +124,7 @@ describe('forge-worker --mcp', () => {
     for (const r of await Promise.all(slow)) expect(r).toMatchObject({ isError: false, content: 'slept 1500' });
     // The tools that stayed kept working throughout.
     expect(await t.client.call('changing.slow', { ms: 1 }, { timeoutMs: 30_000 })).toMatchObject({ isError: false });
-  });
+  }, 90_000);
 
   it('places a tool in the tier the file gives it: a host worker and a platform worker each serve their share of one server', async () => {
     const file = serversFile({ changing: { command: process.execPath, args: [CHANGING], cwd: ROOT, env: { PATH: { fromEnv: 'PATH' } }, tier: 'host', filesystem: undefined, tools: { slow: { tier: 'platform' } } } });
@@ -180,7 +180,7 @@ describe('forge-worker --mcp', () => {
       upstream.stop();
       again?.stop();
     }
-  });
+  }, 90_000);
 
   it("keeps a server's secrets out of what its stderr reaches: the worker's log and /readyz", async () => {
     const port = await freePort();

@@ -141,7 +141,7 @@ describe('faults survived under load', () => {
     const lost = outcomes.filter((o) => !(o instanceof Error) && o.error?.code === 'WORKER_LOST').length;
     expect(lost).toBeGreaterThan(0);
     figures.workerKill9 = { calls: calls.length, outcomes: tally(outcomes), retryableReRun: runCounts.filter((n, i) => calls[i]!.tool === 'work_retryable' && n > 1).length, lastAnswerAfterKillMs: lastAnswerMs };
-  });
+  }, 90_000);
 
   it('Redis killed and restarted under load (AOF, appendfsync always): no accepted call is lost, and every process reconnects by itself', async () => {
     const durable = new DurableRedis(await freePort());
@@ -257,5 +257,5 @@ describe('faults survived under load', () => {
       expect(runCounts[i], call.id).toBe(1);
     });
     figures.dispatcherKill9 = { calls: calls.length, agents: agents.length, outcomes: tally(outcomes), lastAnswerAfterKillMs: lastAnswerMs };
-  });
+  }, 90_000);
 });

@@ -38,7 +38,7 @@ describe('workers of one lane with different tool packs', () => {
     expect([...servedBy.get('mix_b')!]).toEqual([b.pid]);
     expect([...servedBy.get('mix_c')!]).toEqual([c.pid]);
     expect([...servedBy.get('mix_shared')!].sort()).toEqual([a.pid, b.pid].sort());
-  });
+  }, 90_000);
 
   it('a worker joining and another leaving under load fail no call and run none twice', async () => {
     const first = await worker('mix_a,mix_shared');
@@ -67,7 +67,7 @@ describe('workers of one lane with different tool packs', () => {
     const results = await Promise.all(sent);
     for (const result of results) expect(result).toMatchObject({ isError: false, structuredContent: { runs: 1 } });
     expect(await t.runsOf(ids)).toEqual(ids.map(() => 1));
-  });
+  }, 90_000);
 
   it('a call never waits on a pack whose only worker stopped: many stops interleaved with calls, every call answered', async () => {
     // Another pack keeps the lane (and the dispatcher's view of it) alive; `mix_lonely` has one worker at a time.
@@ -96,7 +96,7 @@ describe('workers of one lane with different tool packs', () => {
     // Each call ran, or was refused NO_WORKER (before or after it was enqueued): none timed out waiting.
     for (const outcome of outcomes) expect(outcome).toMatch(/^(completed|refused NO_WORKER|failed NO_WORKER)$/);
     expect(outcomes.some((o) => o !== 'completed')).toBe(true);
-  });
+  }, 90_000);
 
   it('calls queued on a pack whose worker was killed move to another pack serving their tool, or end NO_WORKER when none does', async () => {
     // 80 calls of 5 s each on a worker of 8 slots: most still wait in its pack's queue when it dies.
@@ -127,7 +127,7 @@ describe('workers of one lane with different tool packs', () => {
     }
     expect(lonelyResults.some((r) => r.error?.code === 'NO_WORKER')).toBe(true);
     expect(Math.max(...(await t.runsOf([...shared, ...lonely].map((c) => c.id))))).toBe(1);
-  });
+  }, 90_000);
 });
 
 /**
