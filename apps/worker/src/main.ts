@@ -9,14 +9,10 @@ import { FleetMetrics, type MetricsServer, serveMetrics, setupTracing, ToolTrace
 import { pino } from 'pino';
 import { parseWorkerArgs, USAGE } from './cli.js';
 import { parseWorkerEnv } from './env.js';
-import { findLaunchTools } from './mcp-servers/launch-command.js';
-import { assertServerSandbox, missingServerSandboxLayers } from './mcp-servers/server-sandbox-layers.js';
-import { loadServersFile } from './mcp-servers/servers-file.js';
-import { WorkerServers } from './mcp-servers/worker-servers.js';
+import type { WorkerServers } from './mcp-servers/worker-servers.js';
 import { ServingPool } from './pools/serving-pool.js';
 import { WorkerPool } from './pools/worker-pool.js';
 import { type Sandbox, startSandbox, unenforced } from './sandbox/index.js';
-import { probeIsolation } from './sandbox/probe.js';
 import { loadToolsModule, selectTools } from './tools/load.js';
 import { WasmToolExecutor } from './wasm/index.js';
 
@@ -109,25 +105,19 @@ runMain('forge-worker', async () => {
       log,
     });
   // MCP servers (--mcp): the file's servers placed in this worker's lane run here, in its tier's isolation.
-  let servers: WorkerServers | undefined;
-  if (args.mcp !== undefined) {
-    const file = loadServersFile(args.mcp, process.env);
-    const sandboxServers = args.tier !== 'host' && env.FORGE_SANDBOX === 'on';
-    if (args.tier !== 'host' && !sandboxServers) log.warn('FORGE_SANDBOX=off: platform/embedded MCP servers run unconfined (development only)');
-    const probe = probeIsolation();
-    if (sandboxServers) {
-      // Refused under the strict sandbox when a layer is missing; otherwise each missing one is said once, here.
-      const layers = assertServerSandbox(probe, strict);
-      log.info({ layers }, 'MCP server sandbox layers');
-      for (const layer of missingServerSandboxLayers(layers)) log.warn({ layer }, 'MCP server sandbox layer not enforced on this machine');
-    }
-    servers = new WorkerServers({ servers: file.servers, tier: args.tier, pool: args.pool, launchTools: findLaunchTools(probe, process.env.PATH ?? ''), sandbox: sandboxServers, reviveAfterMs: env.FORGE_MCP_RETRY_AFTER_MS, log });
-    if (servers.names.length === 0) {
-      throw new ConfigInvalidError('MCP servers file', [`${file.source} places no server (and no tool) in tier ${args.tier}${args.pool === undefined ? '' : `, pool ${args.pool}`}: give this worker the --tier/--pool of a server, or set tier/pool in the file`]);
-    }
-    await servers.start();
-    for (const s of servers.status()) log.info({ server: s.name, state: s.state, tools: s.tools, ...(s.error === undefined ? {} : { err: s.error }) }, 'MCP server');
-  }
+  // Loaded only then: a worker without servers does not load the MCP SDK.
+  const servers: WorkerServers | undefined =
+    args.mcp === undefined
+      ? undefined
+      : await (await import('./mcp-servers/start-servers.js')).startWorkerServers({
+          file: args.mcp,
+          tier: args.tier,
+          pool: args.pool,
+          sandbox: env.FORGE_SANDBOX === 'on',
+          strict,
+          reviveAfterMs: env.FORGE_MCP_RETRY_AFTER_MS,
+          log,
+        });
   const moduleTools = tools;
   const served = (): Tool[] => {
     const own = new Set(moduleTools.map((t) => t.definition.name));
