@@ -37,6 +37,8 @@ describe('policy files', () => {
     expect(message).toMatch(/extra/);
     expect(() => loadPolicyFile(file('syntax.yaml', 'version: 1\nscopes: [unclosed\n'))).toThrow(/syntax\.yaml:\d+:\d+/);
     expect(() => loadPolicyFile(join(dir, 'missing.yaml'))).toThrow(/cannot read/);
+    expect(() => loadPolicyFile(file('empty.yaml', ''))).toThrow(/empty\.yaml: the file is empty; it needs at least `version: 1`/);
+    expect(() => loadPolicyFile(file('comments.yaml', '# later\n'))).toThrow(/comments\.yaml: the file is empty/);
   });
 
   it('builds the approval step: default handler, allow list, then people', async () => {

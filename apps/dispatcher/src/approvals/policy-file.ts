@@ -86,7 +86,10 @@ export function loadPolicyFile(path: string): LoadedPolicy {
     return `${path}:${line}:${col}`;
   };
   if (doc.errors.length > 0) throw new ConfigInvalidError('policy file', doc.errors.map((e) => `${at(e.pos[0])}: ${e.message}`));
-  const parsed = Policy.safeParse(doc.toJS());
+  const value: unknown = doc.toJS();
+  // An empty document (or only comments) is null: say what the file needs rather than "expected object".
+  if (value === null || value === undefined) throw new ConfigInvalidError('policy file', [`${path}: the file is empty; it needs at least \`version: 1\` (see "Policy as a file" in README.md)`]);
+  const parsed = Policy.safeParse(value);
   if (!parsed.success) {
     const problems = parsed.error.issues.map((issue) => {
       // The deepest node of the issue's path that exists in the file gives its line.

@@ -149,7 +149,9 @@ describe('servers files', () => {
     expect(failure(file('dup.yaml', 'version: 1\nservers:\n  a: { command: x }\n  a: { command: y }\n'))).toMatch(/dup\.yaml:4:3: Map keys must be unique/);
     expect(failure(file('dup.json', '{"version": 1, "servers": {}, "version": 1}'))).toMatch(/dup\.json:1:31: Map keys must be unique/);
     expect(failure(file('v2.yaml', 'version: 2\nservers: {}\n'))).toMatch(/v2\.yaml:1:10: version: Invalid input: expected 1/);
-    expect(failure(file('empty.yaml', ''))).toMatch(/empty\.yaml: \(root\): Invalid input: expected object/);
+    expect(failure(file('empty.yaml', ''))).toMatch(/empty\.yaml: the file is empty; it needs `version: 1` and a `servers` map/);
+    expect(failure(file('comments.yaml', '# nothing yet\n'))).toMatch(/comments\.yaml: the file is empty/);
+    expect(failure(file('scalar.yaml', 'servers\n'))).toMatch(/scalar\.yaml:1:1: \(root\): Invalid input: expected object, received string/);
     expect(failure(join(dir, 'missing.yaml'))).toMatch(/--mcp: cannot read .*missing\.yaml: ENOENT/);
     const creds = failure(file('creds.yaml', 'version: 1\nservers:\n  h: { url: "https://me:hunter2@x.example/mcp" }\n'));
     expect(creds).toMatch(/creds\.yaml:3:13: servers\.h\.url: a URL must not carry credentials/);

@@ -343,6 +343,10 @@ export function loadServersFile(path: string, env: Readonly<Record<string, strin
     throw new ConfigInvalidError(WHAT, [`--mcp: cannot read ${file}: ${errorCode(error)}`], { cause: error });
   }
   const source = parseYamlSource(file, text, WHAT);
+  // An empty document (or only comments) parses to null: say what the file needs rather than "expected object".
+  if (source.value === null || source.value === undefined) {
+    throw new ConfigInvalidError(WHAT, [`${file}: the file is empty; it needs \`version: 1\` and a \`servers\` map (see docs/mcp-servers.md)`]);
+  }
   const parsed = ServersFile.safeParse(source.value);
   if (!parsed.success) {
     const problems = parsed.error.issues.map((issue) => {
