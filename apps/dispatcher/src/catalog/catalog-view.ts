@@ -20,7 +20,7 @@ interface Refused {
 /** Told each catalog read, after the view took it in. */
 export type CatalogListener = (snapshot: CatalogSnapshot) => void;
 
-/** After a miss, wait at least this long before asking Redis again, so unknown names cannot flood it. */
+/** Reads a miss causes start at least this long apart, so unknown names cannot flood Redis. */
 const MISS_REFRESH_MS = 100;
 
 /**
@@ -31,8 +31,11 @@ const MISS_REFRESH_MS = 100;
 export class CatalogView {
   #entries = new Map<string, Entry>();
   #timer: NodeJS.Timeout | undefined;
-  #lastRefresh = 0;
+  /** When the latest read began (performance.now() time): it holds every announcement made before then. */
+  #readStartedAt = -Infinity;
   #refreshing: Promise<void> | undefined;
+  /** The pause before the next read a miss asked for (see #readBegunAfter), shared by the calls waiting on it. */
+  #pause: Promise<void> | undefined;
   /** Set when a worker said it joined or left; the next lookup re-reads first. */
   #dirty = false;
 
@@ -72,6 +75,7 @@ export class CatalogView {
 
   async #read(): Promise<void> {
     this.#dirty = false;
+    this.#readStartedAt = performance.now();
     const snapshot = await this.catalog.snapshot();
     const next = new Map<string, Entry>();
     const refused = new Map<string, Refused>();
@@ -112,7 +116,6 @@ export class CatalogView {
     this.#ambiguous = new Map(snapshot.ambiguous);
     this.#lanes = snapshot.lanes;
     this.#entries = next;
-    this.#lastRefresh = Date.now();
     for (const listener of this.#listeners) listener(snapshot);
   }
 
@@ -137,13 +140,36 @@ export class CatalogView {
   }
 
   /**
-   * Refreshes first when workers joined or left since the last read, or when
-   * `name` is unknown or unserved and the last read is not brand new.
+   * Before a call's lookup: when workers joined or left since the last read,
+   * or when `name` is unknown or unserved, waits for a read begun after this
+   * call came — a worker that has announced its tools (and so said it is
+   * ready) is found by the next call, however recently the view was read.
+   * Reads a miss causes start at least MISS_REFRESH_MS apart (a call waits
+   * out the rest of that pause), shared by every call waiting meanwhile.
    */
   async ensure(name: string): Promise<void> {
-    if (this.#dirty) return this.refresh();
+    const asked = performance.now();
+    if (this.#dirty) return this.#readBegunAfter(asked, 0);
     const entry = this.#entries.get(name);
-    if ((entry === undefined || entry.liveWorkers === 0) && Date.now() - this.#lastRefresh >= MISS_REFRESH_MS) await this.refresh();
+    if (entry === undefined || entry.liveWorkers === 0) await this.#readBegunAfter(asked, MISS_REFRESH_MS);
+  }
+
+  /** Waits until a read that began after `asked` has ended, beginning one if need be (no sooner than `gapMs` after the last one began). */
+  async #readBegunAfter(asked: number, gapMs: number): Promise<void> {
+    while (this.#readStartedAt < asked) {
+      if (this.#refreshing !== undefined) {
+        // Begun before this call: it may not hold what this call needs. Its failure is the next read's to report.
+        await this.#refreshing.catch(() => undefined);
+        continue;
+      }
+      const wait = this.#readStartedAt + gapMs - performance.now();
+      if (wait > 0) {
+        this.#pause ??= new Promise<void>((resolve) => setTimeout(resolve, wait)).finally(() => (this.#pause = undefined));
+        await this.#pause;
+        continue;
+      }
+      await this.refresh();
+    }
   }
 
   /**
