@@ -112,3 +112,4 @@ export { Role, TokenClaims, type MintOptions, mintToken, generateTokenKeys, Toke
 
 // process
 export { runMain, lazyChild, type RunningProcess, type LifecycleLogger, type ChildCapableLogger } from './process/run-main.js';
+export { FreshRun } from './process/fresh-run.js';

@@ -1,4 +1,4 @@
-import { ConfigInvalidError } from '@forge-fleet/shared';
+import { ConfigInvalidError, FreshRun } from '@forge-fleet/shared';
 import type { FleetKeys } from './keys.js';
 import type { RedisConnection } from './redis.js';
 import { luaScript } from './scripts.js';
@@ -68,10 +68,8 @@ export class AuditArchivist {
   readonly #file: (keys: readonly string[], args: readonly (string | number)[]) => Promise<number>;
   #running = false;
   #timer: NodeJS.Timeout | undefined;
-  /** The drain in progress. */
-  #draining: Promise<number> | undefined;
-  /** The drain that follows the one in progress: every caller who came during it shares this one. */
-  #following: Promise<number> | undefined;
+  /** Drains, one at a time, each begun after its callers asked (see FreshRun). */
+  readonly #drains = new FreshRun(() => this.#drainAll());
   /** When the scheduled look runs (performance.now() time). */
   #dueAt = 0;
   /** This process wrote entries while a look was under way (see soon). */
@@ -113,12 +111,7 @@ export class AuditArchivist {
    * way: a reader that drains first sees every entry written before it asked.
    */
   drain(): Promise<number> {
-    if (this.#draining === undefined) {
-      this.#draining = this.#drainAll().finally(() => (this.#draining = this.#following = undefined));
-      return this.#draining;
-    }
-    this.#following ??= this.#draining.catch(() => 0).then(() => this.drain());
-    return this.#following;
+    return this.#drains.run();
   }
 
   async #drainAll(): Promise<number> {

@@ -1,4 +1,4 @@
-import { isFleetError, laneOf, NoWorkerError, parseToolDefinition, RegistryError, TIERS, type FleetError, type ToolDefinition, ToolNotFoundError } from '@forge-fleet/shared';
+import { FreshRun, isFleetError, laneOf, NoWorkerError, parseToolDefinition, RegistryError, TIERS, type FleetError, type ToolDefinition, ToolNotFoundError } from '@forge-fleet/shared';
 import { type Catalog, type CatalogSnapshot, laneQueueName, type PackEntry, type RedisConnection } from '@forge-fleet/store';
 import type { Logger } from 'pino';
 
@@ -31,10 +31,9 @@ const MISS_REFRESH_MS = 100;
 export class CatalogView {
   #entries = new Map<string, Entry>();
   #timer: NodeJS.Timeout | undefined;
-  /** When the latest read began (performance.now() time): it holds every announcement made before then. */
-  #readStartedAt = -Infinity;
-  #refreshing: Promise<void> | undefined;
-  /** The pause before the next read a miss asked for (see #readBegunAfter), shared by the calls waiting on it. */
+  /** Catalog reads, one at a time, each begun after its callers asked: it holds every announcement made before then. */
+  readonly #reads = new FreshRun(() => this.#read());
+  /** The rest of the gap before a read a miss asks for (see ensure), shared by the calls waiting on it. */
   #pause: Promise<void> | undefined;
   /** Set when a worker said it joined or left; the next lookup re-reads first. */
   #dirty = false;
@@ -67,15 +66,17 @@ export class CatalogView {
     clearInterval(this.#timer);
   }
 
-  /** Re-reads the catalog; concurrent callers share one read. */
-  refresh(): Promise<void> {
-    this.#refreshing ??= this.#read().finally(() => (this.#refreshing = undefined));
-    return this.#refreshing;
+  /**
+   * Re-reads the catalog, in a read begun after this call (see FreshRun): a
+   * read under way may predate the change a notification or a call is about.
+   * `asked` (performance.now() time) lets a call that waited share a read begun since it asked.
+   */
+  refresh(asked?: number): Promise<void> {
+    return this.#reads.run(asked);
   }
 
   async #read(): Promise<void> {
     this.#dirty = false;
-    this.#readStartedAt = performance.now();
     const snapshot = await this.catalog.snapshot();
     const next = new Map<string, Entry>();
     const refused = new Map<string, Refused>();
@@ -149,27 +150,16 @@ export class CatalogView {
    */
   async ensure(name: string): Promise<void> {
     const asked = performance.now();
-    if (this.#dirty) return this.#readBegunAfter(asked, 0);
+    if (this.#dirty) return this.refresh(asked);
     const entry = this.#entries.get(name);
-    if (entry === undefined || entry.liveWorkers === 0) await this.#readBegunAfter(asked, MISS_REFRESH_MS);
-  }
-
-  /** Waits until a read that began after `asked` has ended, beginning one if need be (no sooner than `gapMs` after the last one began). */
-  async #readBegunAfter(asked: number, gapMs: number): Promise<void> {
-    while (this.#readStartedAt < asked) {
-      if (this.#refreshing !== undefined) {
-        // Begun before this call: it may not hold what this call needs. Its failure is the next read's to report.
-        await this.#refreshing.catch(() => undefined);
-        continue;
-      }
-      const wait = this.#readStartedAt + gapMs - performance.now();
-      if (wait > 0) {
-        this.#pause ??= new Promise<void>((resolve) => setTimeout(resolve, wait)).finally(() => (this.#pause = undefined));
-        await this.#pause;
-        continue;
-      }
-      await this.refresh();
+    if (entry !== undefined && entry.liveWorkers > 0) return;
+    const wait = this.#reads.startedAt + MISS_REFRESH_MS - performance.now();
+    if (wait > 0) {
+      this.#pause ??= new Promise<void>((resolve) => setTimeout(resolve, wait)).finally(() => (this.#pause = undefined));
+      await this.#pause;
     }
+    // The calls that waited out one pause share the read begun after it.
+    await this.refresh(asked);
   }
 
   /**
