@@ -85,9 +85,10 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   registerErrorHandling(app, deps.bodyLimit, deps.audit);
   // A keep-alive connection that turns idle after close() began would hold the server open
   // until its keep-alive timeout; answers given while closing end their connection instead.
-  app.addHook('onSend', async (_request, reply, payload) => {
+  // A callback hook, not an async one: it runs for every answer, and an async hook costs a promise each.
+  app.addHook('onSend', (_request, reply, payload, done) => {
     if (deps.closing?.() === true) void reply.header('connection', 'close');
-    return payload;
+    done(null, payload);
   });
   void app.register(healthRoutes(deps.ready));
   void app.register(toolRoutes(deps.catalog, deps.auth, deps.audit));

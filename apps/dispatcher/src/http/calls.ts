@@ -1,4 +1,3 @@
-import { setMaxListeners } from 'node:events';
 import { PassThrough, Readable } from 'node:stream';
 import {
   BadRequestError,
@@ -15,11 +14,12 @@ import {
   UnsupportedMediaTypeError,
 } from '@forge-fleet/shared';
 import { carrierOf } from '@forge-fleet/telemetry';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { type Authenticator, type Caller, requireRole } from '../auth/authenticator.js';
 import type { CallService } from '../pipeline/call-service.js';
 import { asFleetError, errorBody, parseRequest } from './errors.js';
+import { hangUpOf } from './hang-up.js';
 import { jsonBodies } from './json-body.js';
 
 /** `?wait=<ms>`: how long a request holds out for the call to end (also described by openapi.ts). */
@@ -32,19 +32,6 @@ async function callerOf(request: FastifyRequest, auth: Authenticator): Promise<C
   const caller = await auth.caller(request.headers);
   requireRole(caller, 'call tools', ['agent', 'admin']);
   return caller;
-}
-
-/**
- * Aborts when the client goes away before its answer is written, so a long
- * wait does not outlive its request. (Aborting after every normal answer
- * would cost an AbortError per request for nothing.)
- */
-function clientGone(request: FastifyRequest, reply: FastifyReply): AbortSignal {
-  const controller = new AbortController();
-  reply.raw.once('close', () => {
-    if (!reply.raw.writableFinished) controller.abort();
-  });
-  return controller.signal;
 }
 
 /**
@@ -101,7 +88,7 @@ export function callRoutes(calls: CallService, auth: Authenticator, options: Cal
       const caller = await callerOf(request, auth);
       const { wait } = parseRequest(WaitQuery, request.query, 'query');
       const body = callRequestOf(jsonBodyOf(request), 'body');
-      const view = await calls.submit(body, caller, wait, clientGone(request, reply), carrierOf(request.headers));
+      const view = await calls.submit(body, caller, wait, hangUpOf(request.raw.socket), carrierOf(request.headers));
       return reply.status(statusOf(view)).send(view);
     });
 
@@ -111,9 +98,7 @@ export function callRoutes(calls: CallService, auth: Authenticator, options: Cal
       const caller = await callerOf(request, auth);
       const { wait } = parseRequest(WaitQuery, request.query, 'query');
       const { calls: items } = parseRequest(SubmitBatchRequest, jsonBodyOf(request), 'body');
-      const signal = clientGone(request, reply);
-      // Every call of the batch waits on this one signal; that is expected, not a leak.
-      setMaxListeners(items.length + 10, signal);
+      const signal = hangUpOf(request.raw.socket);
       const lines = new PassThrough();
       // A client that hangs up mid-answer destroys the stream; the calls go on and their results stay readable by id.
       lines.on('error', () => undefined);
@@ -150,7 +135,7 @@ export function callRoutes(calls: CallService, auth: Authenticator, options: Cal
       const { wait } = parseRequest(WaitQuery, request.query, 'query');
       const input = request.body;
       if (!(input instanceof Readable)) throw new UnsupportedMediaTypeError(request.headers['content-type'] ?? 'none', 'send a call stream as content-type application/x-ndjson, one call per line');
-      const signal = clientGone(request, reply);
+      const signal = hangUpOf(request.raw.socket);
       const opened = Date.now();
       const out = new PassThrough();
       out.on('error', () => undefined);
@@ -227,7 +212,7 @@ export function callRoutes(calls: CallService, auth: Authenticator, options: Cal
       const caller = await callerOf(request, auth);
       const id = parseRequest(ToolCallId, request.params.id, 'call id');
       const { wait } = parseRequest(WaitQuery, request.query, 'query');
-      const view = await calls.get(id, wait, caller, clientGone(request, reply));
+      const view = await calls.get(id, wait, caller, hangUpOf(request.raw.socket));
       return reply.status(statusOf(view)).send(view);
     });
 

@@ -63,7 +63,8 @@ export function registerDoors(app: FastifyInstance, deps: DoorDeps): void {
     hosts.check(request.headers.host, request.headers.origin);
     await deps.auth.caller(request.headers);
     deps.gate?.authenticated(socket);
-    if (hasBody(request.raw)) bodyDeadline(request, reply, STREAM_ROUTES.has(route) ? streamTimeoutMs : deps.options.bodyTimeoutMs, deps.options.bodyTimeoutMs);
+    // A small body came in the same read as its headers (most do): it needs no deadline, nor a timer to clear.
+    if (hasBody(request.raw) && !request.raw.complete) bodyDeadline(request, reply, STREAM_ROUTES.has(route) ? streamTimeoutMs : deps.options.bodyTimeoutMs, deps.options.bodyTimeoutMs);
   });
 }
 

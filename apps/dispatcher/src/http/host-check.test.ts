@@ -29,6 +29,15 @@ describe('HostCheck', () => {
     expect(() => named.check('other:443', undefined)).not.toThrow();
     expect(() => named.check('other:444', undefined)).toThrow(expect.objectContaining({ code: 'HOST_NOT_ALLOWED' }) as Error);
   });
+
+  it('answers a Host the same every time it is asked, through a flood of distinct ones', () => {
+    for (let round = 0; round < 3; round++) {
+      expect(() => loopback.check('127.0.0.1:8080', undefined)).not.toThrow();
+      expect(() => loopback.check('evil.example.com', undefined)).toThrow(expect.objectContaining({ code: 'HOST_NOT_ALLOWED' }) as Error);
+      for (let i = 0; i < 300; i++) expect(() => loopback.check(`evil${i}.example.com`, undefined)).toThrow(expect.objectContaining({ code: 'HOST_NOT_ALLOWED' }) as Error);
+    }
+    expect(() => loopback.check('localhost:1', undefined)).not.toThrow();
+  });
 });
 
 describe('door options', () => {
@@ -37,4 +46,5 @@ describe('door options', () => {
     expect(o.maxUnauthenticatedConnections).toBe(100);
     expect(() => resolveDoorOptions({ maxConnections: 10, maxUnauthenticatedConnections: 11 })).toThrow(expect.objectContaining({ code: 'CONFIG_INVALID' }) as Error);
   });
+
 });

@@ -12,6 +12,9 @@ function parseHost(host: string): { hostname: string; port: string } | undefined
   }
 }
 
+/** How many distinct Host headers a {@link HostCheck} remembers. */
+const MAX_JUDGED_HOSTS = 256;
+
 /**
  * The Host and Origin checks of `/v1` and `/mcp`, against DNS rebinding and
  * pages of other sites: a browser page on `evil.example.com` whose name now
@@ -25,6 +28,12 @@ export class HostCheck {
   readonly #anyOrigin: boolean;
   readonly #origins: ReadonlySet<string>;
   readonly #described: string;
+  /**
+   * Host headers already judged, and whether each is served: a client sends the
+   * same one with every request, and parsing it (a URL) per request is a cost
+   * on every call. Bounded: a flood of made-up hosts clears it, never grows it.
+   */
+  readonly #judged = new Map<string, boolean>();
 
   constructor(o: Pick<DoorOptions, 'allowedHosts' | 'allowedOrigins'>) {
     this.#anyHost = o.allowedHosts.includes('*');
@@ -39,10 +48,7 @@ export class HostCheck {
    *   OriginNotAllowedError for an `Origin` that is neither this Host's own nor allowed (no `Origin`: not a browser, not checked).
    */
   check(host: string | undefined, origin: string | undefined): void {
-    const parsed = host === undefined ? undefined : parseHost(host);
-    if (!this.#anyHost && (parsed === undefined || !(this.#hosts.has(parsed.hostname) || this.#hosts.has(`${parsed.hostname}:${parsed.port}`)))) {
-      throw new HostNotAllowedError(host ?? '(none)', this.#described);
-    }
+    if (!this.#anyHost && (host === undefined || !this.#serves(host))) throw new HostNotAllowedError(host ?? '(none)', this.#described);
     if (origin === undefined || this.#anyOrigin) return;
     const normalised = origin.toLowerCase();
     if (this.#origins.has(normalised)) return;
@@ -50,5 +56,16 @@ export class HostCheck {
     const match = /^https?:\/\/([^/]+)$/.exec(normalised);
     if (match !== null && host !== undefined && match[1] === host.toLowerCase()) return;
     throw new OriginNotAllowedError(origin);
+  }
+
+  #serves(host: string): boolean {
+    let served = this.#judged.get(host);
+    if (served === undefined) {
+      const parsed = parseHost(host);
+      served = parsed !== undefined && (this.#hosts.has(parsed.hostname) || this.#hosts.has(`${parsed.hostname}:${parsed.port}`));
+      if (this.#judged.size >= MAX_JUDGED_HOSTS) this.#judged.clear();
+      this.#judged.set(host, served);
+    }
+    return served;
   }
 }

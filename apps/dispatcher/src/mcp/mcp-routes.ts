@@ -26,6 +26,7 @@ import { checkArguments } from '../limits/arguments.js';
 import { prototypeKeyIn, prototypeKeyPath } from '../http/json-body.js';
 import { refusalOf, toCallToolResult } from './call-results.js';
 import type { McpCancelBus } from './cancel-bus.js';
+import { hangUpOf } from '../http/hang-up.js';
 import { InFlightCalls } from './in-flight.js';
 import { type DirectCall, directCallOf, internalErrorOf, writeDirectAnswer } from './direct-call.js';
 import { checkBody, parseRefusal } from './json-rpc-body.js';
@@ -160,13 +161,12 @@ async function callTool(cx: Context, request: CallToolRequest, extra: CallExtra,
  * no answer, and a handler's throw is the SDK's JSON-RPC error.
  */
 async function answerDirectly(cx: Context, { id, request }: DirectCall, res: ServerResponse): Promise<void> {
-  const hangUp = new AbortController();
-  // 'close' also follows the answer; by then callTool has let go of the signal.
-  res.once('close', () => hangUp.abort(new Error('the MCP client closed the request')));
+  // The connection's hang-up: callTool lets go of it once the call is answered.
+  const hangUp = hangUpOf(res.socket);
   let answered = true;
   const noNotifications = (): Promise<void> => Promise.resolve();
   try {
-    const result = await callTool(cx, request, { signal: hangUp.signal, requestId: id, sendNotification: noNotifications }, () => {
+    const result = await callTool(cx, request, { signal: hangUp, requestId: id, sendNotification: noNotifications }, () => {
       answered = false;
       return Promise.resolve();
     });
