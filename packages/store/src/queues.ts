@@ -37,6 +37,11 @@ function issued<T>(send: () => Promise<T>): Promise<T> {
   }
 }
 
+/** A reply as `[error, value]`, as a pipeline's results are: a failed command is read, never thrown. */
+function settle(reply: Promise<unknown>): Promise<[Error | null, unknown]> {
+  return reply.then((value) => [null, value] as [null, unknown], (error: unknown) => [error instanceof Error ? error : new Error(String(error)), undefined]);
+}
+
 /** Opens a fleet queue with the fleet's options. */
 export function openQueue(redis: RedisConnection, prefix: string, name: string): Queue {
   return new Queue(name, { connection: redis, prefix, streams: { events: { maxLen: EVENTS_MAX_LEN } } });
@@ -247,26 +252,19 @@ export class TierQueues {
     // (One that is not ready queues them, in order, for when it is.)
     const socket = direct.status === 'ready' ? direct.stream : undefined;
     socket?.cork();
-    let recordsSent: Promise<unknown>;
-    let jobAdded: Promise<unknown>;
-    let liveCounted: Promise<number>;
-    try {
-      recordsSent = issued(() => direct.eval(CREATE_CALLS, keys.length, ...keys, ...args));
-      // Issued synchronously, after the records. Counted after the job is in: a worker that gives up its lease
-      // later publishes that it left, and the dispatchers' re-read of the catalog then finds this job in a pack
-      // without workers (and re-homes it). (Only a job script the server has forgotten — a restart — is re-sent
-      // after the count; the periodic catalog read's sweep then finds the job.)
-      jobAdded = issued(() => this.#job(queue, pending.map((p) => p.call.envelope)).addJob(client));
-      liveCounted = issued(() => direct.zcount(this.#keys.catalogPackLeases(lane, pack), Date.now(), '+inf'));
-    } finally {
-      socket?.uncork();
-    }
-    const [recordsOutcome, addedOutcome, liveOutcome] = await Promise.allSettled([recordsSent, jobAdded, liveCounted]);
-    if (addedOutcome.status === 'rejected') throw addedOutcome.reason;
-    const error = recordsOutcome.status === 'rejected' ? (recordsOutcome.reason instanceof Error ? recordsOutcome.reason : new Error(String(recordsOutcome.reason))) : null;
-    const replies = recordsOutcome.status === 'fulfilled' ? (recordsOutcome.value as unknown[]) : [];
-    const records = pending.map((_, i): readonly [Error | null, unknown] => (error !== null ? [error, undefined] : [null, replies[i]]));
-    return { records, live: liveOutcome.status === 'fulfilled' ? Number(liveOutcome.value) : 0 };
+    // issued() never throws, so the socket is always uncorked.
+    const recordsSent = settle(issued(() => direct.eval(CREATE_CALLS, keys.length, ...keys, ...args)));
+    // Issued synchronously, after the records. Counted after the job is in: a worker that gives up its lease
+    // later publishes that it left, and the dispatchers' re-read of the catalog then finds this job in a pack
+    // without workers (and re-homes it). (Only a job script the server has forgotten — a restart — is re-sent
+    // after the count; the periodic catalog read's sweep then finds the job.)
+    const jobAdded = settle(issued(() => this.#job(queue, pending.map((p) => p.call.envelope)).addJob(client)));
+    const liveCounted = settle(issued(() => direct.zcount(this.#keys.catalogPackLeases(lane, pack), Date.now(), '+inf')));
+    socket?.uncork();
+    const [[error, replies], [jobError], [liveError, live]] = await Promise.all([recordsSent, jobAdded, liveCounted]);
+    if (jobError !== null) throw jobError;
+    const records = pending.map((_, i): readonly [Error | null, unknown] => (error !== null ? [error, undefined] : [null, (replies as unknown[])[i]]));
+    return { records, live: liveError === null ? Number(live) : 0 };
   }
 
   /**
@@ -279,7 +277,6 @@ export class TierQueues {
    * @throws the Redis error when the job was not added.
    */
   async #writeApart(queue: Queue, client: RedisClient, pending: readonly PendingCall[], lane: string, pack: string): Promise<Written> {
-    const settle = (reply: Promise<unknown>): Promise<[Error | null, unknown]> => reply.then((value) => [null, value] as [null, unknown], (error: unknown) => [error instanceof Error ? error : new Error(String(error)), undefined]);
     const records = await Promise.all(pending.map(({ call }) => settle(this.#redis.eval(CREATE_CALL, 2, this.#keys.callLane(call.id), this.#keys.call(call.lane, call.id), ...createCallArgs(call, this.#retentionMs)))));
     // Created now, or by an earlier try of this flush (the id taken in this lane: its token is checked by #send).
     const created = pending.filter((p, i) => records[i]?.[0] === null && (records[i]?.[1] === 0 || records[i]?.[1] === p.call.lane));

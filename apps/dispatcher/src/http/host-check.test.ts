@@ -46,5 +46,4 @@ describe('door options', () => {
     expect(o.maxUnauthenticatedConnections).toBe(100);
     expect(() => resolveDoorOptions({ maxConnections: 10, maxUnauthenticatedConnections: 11 })).toThrow(expect.objectContaining({ code: 'CONFIG_INVALID' }) as Error);
   });
-
 });
