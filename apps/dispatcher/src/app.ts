@@ -70,7 +70,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     requestTimeout: doors.headersTimeoutMs + streamBodyTimeoutMs(doors, STREAM_MAX_AGE_MS),
     connectionTimeout: 0,
     keepAliveTimeout: 65_000,
-    maxParamLength: MAX_PARAM_CHARS,
+    // Under routerOptions: fastify 5 warns (FSTDEP022) at every start when router options sit at the top level.
+    routerOptions: { maxParamLength: MAX_PARAM_CHARS },
     clientErrorHandler: clientErrorHandler(logger, doors.headersTimeoutMs),
     frameworkErrors: frameworkErrorHandler,
     // Each call logs its own lifecycle lines (with callId, tool, tier); per-request lines would double them.
