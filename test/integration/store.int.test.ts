@@ -297,6 +297,30 @@ describe('the audit stream', () => {
       own.disconnect();
     }
   });
+  it('keeps looking while started: an idle keeper backs off, and still files a worker\'s entry by itself after a quiet spell', async () => {
+    const own = new Redis(redisUrl());
+    const archivist = new AuditArchivist({ redis: own, keys, lanes: () => [L], log: { error: () => {} } });
+    const looks = vi.spyOn(own, 'evalsha');
+    try {
+      await archivist.start();
+      // Idle for 1.5 s: at a fixed 25 ms a keeper looked ~60 times; backing off it looks about 8 times (fewer on a slow machine).
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      expect(looks.mock.calls.length).toBeLessThan(20);
+      // A worker writes (no reader asks, no soon() from this process): the keeper's own next look files it.
+      const callId = randomUUID();
+      await new RedisAuditLogger(own, keys, L).record({ at: new Date().toISOString(), callId, tool: 'echo', decision: 'completed', scopeAtDispatch: 'test' });
+      const filed = async (): Promise<boolean> => (await own.xrange(keys.audit, '-', '+')).some(([, f]) => f.join('\n').includes(callId));
+      const until = Date.now() + 10_000;
+      while (!(await filed()) && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(await filed()).toBe(true);
+      expect(await own.llen(keys.auditInbox(L))).toBe(0);
+    } finally {
+      archivist.stop();
+      await own.del(keys.audit, keys.auditInbox('dispatcher'), keys.auditInbox(L));
+      own.disconnect();
+    }
+  });
+
   it('gives a reader who asks during a drain every entry written before it asked, not the drain under way', async () => {
     const keeperConnection = new Redis(redisUrl());
     const writerConnection = new Redis(redisUrl());
