@@ -35,12 +35,16 @@ export const MCP_POINTS: readonly McpPoint[] = Object.freeze([
   { name: 'mcp-1', inflight: 1, call: 'echo', arms: COMPARED, serving: ECHO_SERVING, workerConcurrency: 256 },
   { name: 'mcp-256', inflight: 256, call: 'echo', arms: COMPARED, serving: ECHO_SERVING, workerConcurrency: 256 },
   /**
-   * Scale: a CPU-bound call, one worker with 2 instances against two workers
-   * with 2 each. 4 calls per instance and a worker concurrency of 8 keep each
-   * worker's share bounded by its instances, so the second worker takes what
-   * the first cannot; 64 in flight keep both busy.
+   * Scale: a CPU-bound call, one worker with one instance against two workers
+   * with one each. A stdio server is one process, on one core at most: from one
+   * instance, a second worker's instance has a core of this two-core machine to
+   * run on (from two instances, as measured until 2026-12-02, both cores were
+   * taken already and the point could not show a rise). 4 calls per instance
+   * and a worker concurrency of 4 keep each worker's share bounded by its
+   * instance, so the second worker takes what the first cannot; 64 in flight
+   * keep both busy.
    */
-  { name: 'mcp-scale', inflight: 64, call: 'gzip', arms: ['mcp-fleet', 'mcp-fleet-x2'], serving: { instances: 2, callsPerInstance: 4 }, workerConcurrency: 8 },
+  { name: 'mcp-scale', inflight: 64, call: 'gzip', arms: ['mcp-fleet', 'mcp-fleet-x2'], serving: { instances: 1, callsPerInstance: 4 }, workerConcurrency: 4 },
 ] satisfies McpPoint[]);
 
 /** The MCP points and arms a run measures, from `BENCH_POINTS` / `BENCH_ARMS` (unset: all). */
