@@ -4,6 +4,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { AuditArchivist, AuditReader, CallStore, Catalog, publishReply, RedisAuditLogger, ReplyInbox, TierQueues, fleetKeys } from '@forge-fleet/store';
 import { redisUrl } from '../fixtures/redis.js';
+import { until } from '../fixtures/wait.js';
 
 const prefix = `st${randomUUID().slice(0, 8)}`;
 const keys = fleetKeys(prefix);
@@ -310,8 +311,7 @@ describe('the audit stream', () => {
       const callId = randomUUID();
       await new RedisAuditLogger(own, keys, L).record({ at: new Date().toISOString(), callId, tool: 'echo', decision: 'completed', scopeAtDispatch: 'test' });
       const filed = async (): Promise<boolean> => (await own.xrange(keys.audit, '-', '+')).some(([, f]) => f.join('\n').includes(callId));
-      const until = Date.now() + 10_000;
-      while (!(await filed()) && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 50));
+      await until("the worker's entry in the audit stream", filed, { timeoutMs: 10_000 });
       expect(await filed()).toBe(true);
       expect(await own.llen(keys.auditInbox(L))).toBe(0);
     } finally {

@@ -1,32 +1,11 @@
 import { readFileSync } from 'node:fs';
-import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type AppDeps, buildApp } from '../app.js';
+import { registrationOnlyDeps } from '../../test/fixtures/registration-only-deps.js';
+import { buildApp } from '../app.js';
 import { CONSOLE_PATH } from '../console/console-routes.js';
 import { buildOpenApiDocument } from './openapi.js';
 
 const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const;
-
-/**
- * Deps for an app whose routes are only registered (and `/openapi.json` served):
- * every service is a stub that throws if touched, so a route module that used
- * one at registration time would fail here. A Proxy, so that a dependency added
- * to AppDeps needs no change in this test.
- */
-function registrationOnlyDeps(): AppDeps {
-  // `doors` unset: the HTTP doors' defaults.
-  const given: Record<string, unknown> = { log: pino({ level: 'silent' }), bodyLimit: 1024, closing: () => false, doors: undefined };
-  const untouchable = (name: string): unknown =>
-    new Proxy(() => undefined, {
-      get: (_target, key) => {
-        throw new Error(`deps.${name}.${String(key)} used while only registering routes`);
-      },
-      apply: () => {
-        throw new Error(`deps.${name}() called while only registering routes`);
-      },
-    });
-  return new Proxy(given, { get: (target, key: string) => (key in target ? target[key] : untouchable(key)) }) as unknown as AppDeps;
-}
 
 /** `/v1/calls/:id` → `/v1/calls/{id}`. */
 const toTemplate = (url: string): string => url.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
