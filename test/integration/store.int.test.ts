@@ -207,7 +207,7 @@ describe('CallStore (Lua transitions on a real Redis)', () => {
     expect((await store.get(id))?.status).toBe('running');
   });
 
-  it('starts and finishes the calls of one turn in one script run each, every call with its own answer or error', async () => {
+  it('starts and finishes the calls of one turn in two script runs each — the first call\'s at once, the rest together — every call with its own answer or error', async () => {
     // A connection of its own, so the script runs counted are this test's.
     const own = new Redis(redisUrl());
     const batched = new CallStore(own, keys, 60_000);
@@ -218,10 +218,20 @@ describe('CallStore (Lua transitions on a real Redis)', () => {
       // Not a hash: this call's part of the script fails, the others' must not.
       const broken = randomUUID();
       await redis.set(keys.call(L, broken), 'not a record', 'PX', 60_000);
-      const runs = vi.spyOn(own, 'evalsha');
+      // The scripts in Redis's cache first (a fresh server answers the first EVALSHA of each with NOSCRIPT, then an EVAL).
+      const warm = Array.from({ length: 3 }, () => randomUUID());
+      await Promise.all(warm.map((id) => create(id)));
+      await Promise.all(warm.map((id) => batched.start(L, id, 'w1')));
+      await Promise.all(warm.map((id) => batched.end(L, id, 'completed', result(id))));
+      // Every command reaches the socket through sendCommand, alone or from a pipeline: the script runs and their key counts.
+      const sent = vi.spyOn(own, 'sendCommand');
+      const runs = () => sent.mock.calls.filter(([command]) => command.name === 'evalsha').map(([command]) => Number(command.args[1]));
 
-      const started = await Promise.allSettled([...ids, missing, broken].map((id) => batched.start(L, id, 'w1')));
-      expect(runs).toHaveBeenCalledTimes(1);
+      const starting = Promise.allSettled([...ids, missing, broken].map((id) => batched.start(L, id, 'w1')));
+      // Nothing was in flight: the first start is sent at once, before this turn ends; the others wait for its end.
+      expect(runs()).toEqual([1]);
+      const started = await starting;
+      expect(runs()).toEqual([1, ids.length + 1]);
       expect(started.slice(0, ids.length)).toEqual(ids.map(() => ({ status: 'fulfilled', value: { outcome: 'started', starts: 1, runs: 0 } })));
       expect(started[ids.length]).toEqual({ status: 'fulfilled', value: { outcome: 'missing', starts: 0, runs: 0 } });
       const refused = started[ids.length + 1];
@@ -231,9 +241,12 @@ describe('CallStore (Lua transitions on a real Redis)', () => {
       await store.watch(ids[1]!, 'd2');
       await store.end(L, ids[2]!, 'failed', result(ids[2]!, 'first'));
       await redis.del(keys.replies(L, 'd1'));
-      runs.mockClear();
-      const finished = await Promise.all(ids.map((id) => batched.end(L, id, 'completed', result(id, `done ${id}`), { replyTo: 'd1' })));
-      expect(runs).toHaveBeenCalledTimes(1);
+      sent.mockClear();
+      const finishing = Promise.all(ids.map((id) => batched.end(L, id, 'completed', result(id, `done ${id}`), { replyTo: 'd1' })));
+      // A finish's keys: the record, its watchers, the submitter's reply list.
+      expect(runs()).toEqual([3]);
+      const finished = await finishing;
+      expect(runs()).toEqual([3, 3 * (ids.length - 1)]);
       expect(finished).toEqual(ids.map((_, i) => i !== 2));
       expect(await told('d2', ids[1]!)).toHaveLength(1);
       const records = await Promise.all(ids.map((id) => store.get(id)));
@@ -348,6 +361,30 @@ describe('the audit stream', () => {
 });
 
 describe('reply lists', () => {
+  it('lets the waiters of a read answer before it sends its next read', async () => {
+    const blocking = new Redis(redisUrl(), { maxRetriesPerRequest: null });
+    const inbox = new ReplyInbox(blocking, keys, 'd-order', { lanes: [L] });
+    const reads = vi.spyOn(blocking, 'blmpop');
+    inbox.start();
+    try {
+      const id = randomUUID();
+      // What a request does with its reply: a few awaits (a stream's line, a response), then its write.
+      const answered = inbox.wait(id, 5000).then(async (reply) => {
+        for (let i = 0; i < 5; i++) await Promise.resolve();
+        return { reply, readsWhenAnswered: reads.mock.calls.length };
+      });
+      await until('the first read', () => reads.mock.calls.length === 1);
+      await publishReply(redis, keys, L, ['d-order'], { v: 1, id, status: 'completed', result: result(id) });
+      const { reply, readsWhenAnswered } = await answered;
+      expect(reply).toMatchObject({ id, status: 'completed' });
+      // The read that brought the reply is the only one sent yet: the next one went after the answer.
+      expect(readsWhenAnswered).toBe(1);
+      await until('the next read', () => reads.mock.calls.length === 2);
+    } finally {
+      await inbox.stop();
+    }
+  });
+
   it('delivers a pushed result to the request waiting for it, and only to it', async () => {
     const blocking = new Redis(redisUrl(), { maxRetriesPerRequest: null });
     const inbox = new ReplyInbox(blocking, keys, 'd-inbox', { lanes: [L, 'host'] });

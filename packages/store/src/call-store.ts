@@ -3,7 +3,7 @@ import { CallEnvelope, stableStringify, CallProgress, type CallStatus, CallStatu
 import { type FleetKeys } from './keys.js';
 import type { RedisConnection } from './redis.js';
 import { REPLY_LIST_TTL_MS, ReplyPublisher } from './replies.js';
-import { ADOPT_CALL, APPROVE_CALL, batchScript, CANCEL_CALL, CREATE_CALL, FINISH_CALL, luaScript, PROGRESS_CALL, REQUEUE_CALL, START_CALL, VOID_CALL, WATCH_CALL } from './scripts.js';
+import { ADOPT_CALL, APPROVE_CALL, batchScript, CANCEL_CALL, CREATE_CALL, FINISH_CALL, luaScript, luaScriptAtOnce, PROGRESS_CALL, REQUEUE_CALL, START_CALL, VOID_CALL, WATCH_CALL } from './scripts.js';
 import { StepBatch } from './step-batch.js';
 
 /** A call's record in Redis. */
@@ -190,8 +190,8 @@ export class CallStore {
       this.#finish = finish;
     } else {
       // The starts (and the finishes) of one turn go out as one script run; see StepBatch.
-      const starts = new StepBatch(start, luaScript<unknown[]>(redis, 'forgeStartCalls', 'variable', batchScript(START_CALL)));
-      const finishes = new StepBatch(finish, luaScript<unknown[]>(redis, 'forgeFinishCalls', 'variable', batchScript(FINISH_CALL)));
+      const starts = new StepBatch(start, luaScript<unknown[]>(redis, 'forgeStartCalls', 'variable', batchScript(START_CALL)), luaScriptAtOnce(redis, START_CALL));
+      const finishes = new StepBatch(finish, luaScript<unknown[]>(redis, 'forgeFinishCalls', 'variable', batchScript(FINISH_CALL)), luaScriptAtOnce(redis, FINISH_CALL));
       this.#start = (keys: readonly string[], args: readonly (string | number)[]) => starts.run(keys, args);
       this.#finish = (keys: readonly string[], args: readonly (string | number)[]) => finishes.run(keys, args);
     }

@@ -215,6 +215,9 @@ export class ReplyInbox {
       }
       if (reply === null) continue;
       for (const raw of reply[1]) this.#deliver(raw);
+      // The waiters write their answers in the microtasks that follow; the next BLMPOP goes after them, not ahead
+      // (a lone call's answer waited for that write). Replies that come meanwhile wait in their list.
+      await new Promise<void>((resolve) => setImmediate(resolve));
     }
   }
 

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { Command } from 'ioredis';
 import type { RedisConnection } from './redis.js';
 
 /**
@@ -29,7 +30,7 @@ export function luaScript<R>(
       try {
         return (await redis.evalsha(sha, keys.length, ...keys, ...args)) as R;
       } catch (error) {
-        if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
+        if (!isNoScript(error)) throw error;
         return (await redis.eval(lua, keys.length, ...keys, ...args)) as R;
       }
     };
@@ -40,6 +41,30 @@ export function luaScript<R>(
     if (keys.length !== numberOfKeys) throw new Error(`script ${name} takes ${numberOfKeys} keys, got ${keys.length}`);
     return commands[name]!(...keys, ...args);
   };
+}
+
+/**
+ * A variable-key script (as {@link luaScript}) whose EVALSHA is written to the
+ * connection when called, not at the end of the turn with the connection's
+ * auto-pipeline: for a step that is alone (see StepBatch), where waiting for
+ * the turn only lets other commands go first. Replies still come in the
+ * order commands were written, so nothing else on the connection is
+ * reordered.
+ */
+export function luaScriptAtOnce<R>(redis: RedisConnection, lua: string): (keys: readonly string[], args: readonly (string | number)[]) => Promise<R> {
+  const sha = createHash('sha1').update(lua).digest('hex');
+  return async (keys, args) => {
+    try {
+      return (await redis.sendCommand(new Command('evalsha', [sha, keys.length, ...keys, ...args], { replyEncoding: 'utf8' }))) as R;
+    } catch (error) {
+      if (!isNoScript(error)) throw error;
+      return (await redis.eval(lua, keys.length, ...keys, ...args)) as R;
+    }
+  };
+}
+
+function isNoScript(error: unknown): boolean {
+  return error instanceof Error && error.message.startsWith('NOSCRIPT');
 }
 
 const FINAL = `local function final(st) return st == 'completed' or st == 'failed' or st == 'cancelled' end`;
