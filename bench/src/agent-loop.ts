@@ -13,6 +13,12 @@ export interface AgentReport {
 }
 
 export async function runAgent(inflight: number, callOnce: () => Promise<unknown>): Promise<void> {
+  // Calls to make before saying it is warm (warm-up.ts): the orchestrator opens the window after that.
+  let warming = Number(process.env.BENCH_WARMUP_CALLS ?? 0);
+  const warm = (): void => {
+    warming = -1;
+    process.stdout.write(`${JSON.stringify({ event: 'warm' })}\n`);
+  };
   let measuring = false;
   let running = true;
   let windowStart = 0;
@@ -42,6 +48,8 @@ export async function runAgent(inflight: number, callOnce: () => Promise<unknown
         if (measuring) {
           calls++;
           latencies.push(performance.now() - t0);
+        } else if (warming > 0 && --warming === 0) {
+          warm();
         }
       } catch (error) {
         if (measuring) errors++;
@@ -54,5 +62,6 @@ export async function runAgent(inflight: number, callOnce: () => Promise<unknown
   };
   for (let i = 0; i < inflight; i++) void loop();
   process.stdout.write(`${JSON.stringify({ event: 'ready' })}\n`);
+  if (warming <= 0) warm();
   await report;
 }

@@ -31,10 +31,14 @@ import { freePort, startLocalRedis } from '@forge-fleet/local-redis';
 import { Redis } from 'ioredis';
 import { type McpRun, startMcpRun } from './mcp/run-mcp.js';
 import { cpuMs, fleetSecrets, nodeArgsFor, peakRssMb, ROOT, sandboxFootprint, type Spawned, spawnNode, treeCpuMs, until } from './proc.js';
+import { type WarmUp, WARMUP_CAP_MS, warmUpDone, warmUpEnv } from './warm-up.js';
 
 const quick = process.argv.includes('--quick');
 const REPS = Number(process.env.BENCH_REPS ?? (quick ? 1 : 3));
 const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS ?? (quick ? 500 : 1000));
+/** Calls a point's agents make, between them, before its window (warm-up.ts). */
+const WARMUP_CALLS = Number(process.env.BENCH_WARMUP_CALLS ?? (quick ? 1000 : 5000));
+const WARM_UP: WarmUp = { ms: WARMUP_MS, calls: WARMUP_CALLS };
 const WINDOW_MS = Number(process.env.BENCH_WINDOW_MS ?? (quick ? 1500 : 3000));
 const WORKER_CONCURRENCY = 256;
 
@@ -182,7 +186,7 @@ async function measure(arm: Arm, point: Point, redisUrl: string, redisPid: numbe
     for (let i = 0; i < point.agents; i++) {
       const args = arm === 'raw-bullmq' ? [...TSX, 'bench/src/raw-agent.ts', redisUrl, 'bench', String(per)] : [...TSX, FLEET_AGENT[arm], urls[i % urls.length]!, String(per)];
       const callers = point.callers === undefined ? {} : { FORGE_TOKENS: SECRETS.callerTokens.slice(0, point.callers).join(',') };
-      agents.push(start('agent', args, arm === 'raw-bullmq' ? {} : { ...SECRETS.agent, ...callers }));
+      agents.push(start('agent', args, { ...warmUpEnv(WARM_UP, point.agents), ...(arm === 'raw-bullmq' ? {} : { ...SECRETS.agent, ...callers }) }));
     }
     await until('agents ready', () => agents.every((a) => a.out.includes('"event":"ready"')));
     // Many agent processes on two cores need longer to finish JIT-compiling before the numbers mean anything.
@@ -190,7 +194,7 @@ async function measure(arm: Arm, point: Point, redisUrl: string, redisPid: numbe
     const callers = point.callers ?? 1;
     const worker = procs.find((p) => p.kind === 'worker');
     if (callers > 1 && worker !== undefined) await until(`a sandbox process for each of ${callers} callers`, () => sandboxFootprint(worker.child.pid!).processes >= callers, 180_000);
-    await new Promise((r) => setTimeout(r, point.agents > 1 || callers > 1 ? WARMUP_MS * 4 : WARMUP_MS));
+    await warmUpDone(WARM_UP, () => agents.map((a) => a.out), point.agents > 1 || callers > 1 ? WARMUP_MS * 4 : WARMUP_MS);
 
     const all = [...procs, ...agents];
     // A worker's figure includes its sandbox processes.
@@ -391,7 +395,7 @@ const redisServer = await startLocalRedis();
 const redis = new Redis(redisServer.url);
 let mcp: McpRun | undefined;
 try {
-  mcp = await startMcpRun({ redisUrl: redisServer.url, redisPid: redisServer.pid, redis, warmupMs: WARMUP_MS, windowMs: WINDOW_MS, env: process.env });
+  mcp = await startMcpRun({ redisUrl: redisServer.url, redisPid: redisServer.pid, redis, warmUp: WARM_UP, windowMs: WINDOW_MS, env: process.env });
   const samples = new Map<string, Sample[]>();
   for (let rep = 1; rep <= REPS; rep++) {
     for (const point of SELECTED) {
@@ -417,11 +421,11 @@ try {
   const date = new Date().toISOString().slice(0, 10);
   const redisVersion = /redis_version:(\S+)/.exec(await redis.info('server'))?.[1];
   const bullmqVersion = (JSON.parse(readFileSync(join(ROOT, 'node_modules/bullmq/package.json'), 'utf8')) as { version: string }).version;
-  const meta = { date: new Date().toISOString(), quick, reps: REPS, warmupMs: WARMUP_MS, windowMs: WINDOW_MS, workerConcurrency: WORKER_CONCURRENCY, node: process.version, cpus: cpus().length, redis: redisVersion, bullmq: bullmqVersion };
+  const meta = { date: new Date().toISOString(), quick, reps: REPS, warmupMs: WARMUP_MS, warmupCalls: WARMUP_CALLS, windowMs: WINDOW_MS, workerConcurrency: WORKER_CONCURRENCY, node: process.version, cpus: cpus().length, redis: redisVersion, bullmq: bullmqVersion };
   const markdown = [
     `# Benchmark ${meta.date}${quick ? ' (quick)' : ''}`,
     '',
-    `Node ${meta.node}, ${meta.cpus} cores, Redis ${meta.redis}, BullMQ ${meta.bullmq}; ${REPS} repetition(s) of ${WINDOW_MS} ms windows after ${WARMUP_MS} ms warm-up (4× that for the fan-out point); one worker process (concurrency ${WORKER_CONCURRENCY}) per arm; medians, calls/s spread in brackets. Fleet processes log at \`warn\`. Fleet arms, against the same dispatcher(s) and worker: \`fleet-http\` (FleetClient's call streams), \`fleet-http-per-call\` (one \`POST /v1/calls?wait\` per call, undici keep-alive pool of one connection per call in flight), \`fleet-mcp\` (official MCP SDK client, \`tools/call\` on \`/mcp\`, undici fetch with the same pool size). Fleet-only points (stream arm only): \`callers-N\` spreads 256 calls in flight over N token subjects (each gets sandbox processes of its own); \`per-call-16\` runs the worker under \`--sandbox-isolation call\` (a sandbox process per call).`,
+    `Node ${meta.node}, ${meta.cpus} cores, Redis ${meta.redis}, BullMQ ${meta.bullmq}; ${REPS} repetition(s) of ${WINDOW_MS} ms windows after a warm-up of at least ${WARMUP_MS} ms (4× that for the fan-out point) and ${WARMUP_CALLS} calls (at most ${WARMUP_CAP_MS / 1000} s); one worker process (concurrency ${WORKER_CONCURRENCY}) per arm; medians, calls/s spread in brackets. Fleet processes log at \`warn\`. Fleet arms, against the same dispatcher(s) and worker: \`fleet-http\` (FleetClient's call streams), \`fleet-http-per-call\` (one \`POST /v1/calls?wait\` per call, undici keep-alive pool of one connection per call in flight), \`fleet-mcp\` (official MCP SDK client, \`tools/call\` on \`/mcp\`, undici fetch with the same pool size). Fleet-only points (stream arm only): \`callers-N\` spreads 256 calls in flight over N token subjects (each gets sandbox processes of its own); \`per-call-16\` runs the worker under \`--sandbox-isolation call\` (a sandbox process per call).`,
     '',
     table(summaries),
     '',

@@ -5,6 +5,7 @@
  */
 import type { Redis } from 'ioredis';
 import { type Spawned, spawnNode, until } from '../proc.js';
+import type { WarmUp } from '../warm-up.js';
 import { mcpFleetSecrets } from './fleet.js';
 import { type McpContext, type McpSample, measureMcp, stopAll } from './measure.js';
 import { type McpArm, type McpPoint, selectMcp } from './points.js';
@@ -24,7 +25,7 @@ export interface McpRun {
   stop(): Promise<void>;
 }
 
-export async function startMcpRun(options: { redisUrl: string; redisPid: number; redis: Redis; warmupMs: number; windowMs: number; env: Readonly<Record<string, string | undefined>> }): Promise<McpRun> {
+export async function startMcpRun(options: { redisUrl: string; redisPid: number; redis: Redis; warmUp: WarmUp; windowMs: number; env: Readonly<Record<string, string | undefined>> }): Promise<McpRun> {
   const { points, armsOf, complete } = selectMcp(options.env);
   let blob: Spawned | undefined;
   let blobUrl = '';
@@ -39,7 +40,7 @@ export async function startMcpRun(options: { redisUrl: string; redisPid: number;
     redis: options.redis,
     secrets: await mcpFleetSecrets('benchmcp'),
     blobUrl,
-    warmupMs: options.warmupMs,
+    warmUp: options.warmUp,
     windowMs: options.windowMs,
     // BENCH_FROM_SOURCE=1: the fleet from its TypeScript (no build needed; tsx's start-up is not in the window).
     fromSource: options.env.BENCH_FROM_SOURCE === '1',
