@@ -24,17 +24,7 @@ export function luaScript<R>(
   numberOfKeys: number | 'variable',
   lua: string,
 ): (keys: readonly string[], args: readonly (string | number)[]) => Promise<R> {
-  if (numberOfKeys === 'variable') {
-    const sha = createHash('sha1').update(lua).digest('hex');
-    return async (keys, args) => {
-      try {
-        return (await redis.evalsha(sha, keys.length, ...keys, ...args)) as R;
-      } catch (error) {
-        if (!isNoScript(error)) throw error;
-        return (await redis.eval(lua, keys.length, ...keys, ...args)) as R;
-      }
-    };
-  }
+  if (numberOfKeys === 'variable') return variableKeyScript(redis, lua, (sha, keys, args) => redis.evalsha(sha, keys.length, ...keys, ...args));
   const commands = redis as unknown as Record<string, (...a: (string | number)[]) => Promise<R>>;
   if (typeof commands[name] !== 'function') redis.defineCommand(name, { numberOfKeys, lua });
   return (keys, args) => {
@@ -52,19 +42,24 @@ export function luaScript<R>(
  * reordered.
  */
 export function luaScriptAtOnce<R>(redis: RedisConnection, lua: string): (keys: readonly string[], args: readonly (string | number)[]) => Promise<R> {
+  return variableKeyScript(redis, lua, (sha, keys, args) => redis.sendCommand(new Command('evalsha', [sha, keys.length, ...keys, ...args], { replyEncoding: 'utf8' })) as Promise<unknown>);
+}
+
+/** Runs a variable-key script by `evalsha`, and by EVAL when the server does not hold it. */
+function variableKeyScript<R>(
+  redis: RedisConnection,
+  lua: string,
+  evalsha: (sha: string, keys: readonly string[], args: readonly (string | number)[]) => Promise<unknown>,
+): (keys: readonly string[], args: readonly (string | number)[]) => Promise<R> {
   const sha = createHash('sha1').update(lua).digest('hex');
   return async (keys, args) => {
     try {
-      return (await redis.sendCommand(new Command('evalsha', [sha, keys.length, ...keys, ...args], { replyEncoding: 'utf8' }))) as R;
+      return (await evalsha(sha, keys, args)) as R;
     } catch (error) {
-      if (!isNoScript(error)) throw error;
+      if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
       return (await redis.eval(lua, keys.length, ...keys, ...args)) as R;
     }
   };
-}
-
-function isNoScript(error: unknown): boolean {
-  return error instanceof Error && error.message.startsWith('NOSCRIPT');
 }
 
 const FINAL = `local function final(st) return st == 'completed' or st == 'failed' or st == 'cancelled' end`;

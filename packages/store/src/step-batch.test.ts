@@ -33,12 +33,10 @@ describe('StepBatch', () => {
       // Each step's replies in order: the batched script's reply per step (here: its first argument), one an error.
       const out: unknown[] = [];
       for (let a = 0; a < args.length; ) {
-        const nk = Number(args[a]);
         const na = Number(args[a + 1]);
         const first = args[a + 2];
         out.push(first === 'bad' ? new Error('refused') : `r:${String(first)}`);
         a += 2 + na;
-        void nk;
       }
       return out;
     });
