@@ -10,6 +10,7 @@ export { CallStore, viewOf, requestHash, type EndOptions, type CallRecord, type 
 export { publishReply, ReplyPublisher, ReplyInbox, REPLY_LIST_TTL_MS } from './replies.js';
 export { Catalog, type CatalogEntry, type CatalogSnapshot, type PackEntry } from './catalog.js';
 export { TierQueues, callsOfJob, openQueue, MAX_BATCH, ENQUEUE_OUTAGE_MS, type Route, type Submitted } from './queues.js';
+export { idleFetch, EMPTY_QUEUE } from './idle-fetch.js';
 export { QueueStatsReader, type QueueStatsReaderOptions } from './queue-stats.js';
 export { stableStringify } from '@forge-fleet/shared';
 export { AUDIT_MAX_ENTRIES, AuditReader, RedisAuditLogger, RedisRiskSignalQueue, type AuditFilter, type StoredAuditEntry } from './audit.js';

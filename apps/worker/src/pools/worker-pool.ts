@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { laneOf, queueName, type RedisTarget, type Tier, type Tool, WorkerLostError } from '@forge-fleet/shared';
-import { Catalog, CallStore, callsOfJob, closeRedis, connectRedis, KeyChecks, openQueue, packOf, RedisAuditLogger, type RedisConnection, RedisRiskSignalQueue, ReplyPublisher, fleetKeys, packQueueName } from '@forge-fleet/store';
+import { Catalog, CallStore, callsOfJob, closeRedis, connectRedis, idleFetch, KeyChecks, openQueue, packOf, RedisAuditLogger, type RedisConnection, RedisRiskSignalQueue, ReplyPublisher, fleetKeys, packQueueName } from '@forge-fleet/store';
 import { type FleetMetrics, MeteredAuditLogger, type ToolTracer } from '@forge-fleet/telemetry';
 import { type Job, type Queue, UnrecoverableError, Worker } from 'bullmq';
 import type { Logger } from 'pino';
@@ -158,7 +158,8 @@ export class WorkerPool {
       // Stalls are counted by the call record (see CallRunner), never by BullMQ failing the job.
       maxStalledCount: 1000,
       autorun: true,
-    });
+      // An idle worker's fetch after a wake-up asks whether the queue is empty instead of running moveToActive twice more.
+    }, idleFetch(redis));
     const worker = this.#worker;
     this.#governor = new JobFetchGovernor(this.#slots, (jobs) => (worker.concurrency = jobs));
     worker.on('error', (err) => o.log.error({ err }, 'worker error'));
