@@ -26,6 +26,11 @@ describe('a fleet: one dispatcher, workers of every tier', () => {
   const auth = () => ({ authorization: `Bearer ${token}` });
   const runs = (id: string) => redis.get(`${fleet.prefix}:test:runs:{${id}}`).then((v) => Number(v ?? 0));
   const started = async (id: string) => (await redis.blpop(`${fleet.prefix}:test:started:{${id}}`, 10))?.[1];
+  /**
+   * The reason the handler of call `id` noted when its signal fired. A call ends at its deadline or cancel without
+   * waiting for its handler, so the note may land a moment after the call's answer.
+   */
+  const signalSeen = (id: string) => until('the handler to see its signal', async () => (await redis.get(`${fleet.prefix}:test:aborted:{${id}}`)) ?? undefined);
 
   beforeAll(async () => {
     redis = new Redis(redisUrl());
@@ -93,8 +98,7 @@ describe('a fleet: one dispatcher, workers of every tier', () => {
     const id = `timeout-${randomUUID()}`;
     const result = await client.call('slow', {}, { id });
     expect(result).toMatchObject({ isError: true, error: { code: 'EXECUTION_TIMEOUT' } });
-    // The call ends at its deadline without waiting for the handler; the handler notes its signal a moment later.
-    expect(await until('the handler to see its signal', async () => (await redis.get(`${fleet.prefix}:test:aborted:{${id}}`)) ?? undefined)).toBe('timeout');
+    expect(await signalSeen(id)).toBe('timeout');
   });
 
   it('cancels a running call: the handler sees its signal and the call ends cancelled', async () => {
@@ -105,8 +109,7 @@ describe('a fleet: one dispatcher, workers of every tier', () => {
     const cancelled = await client.cancel(id);
     expect(cancelled.status).toBe('cancelled');
     expect(cancelled.result?.error?.code).toBe('CANCELLED');
-    // The cancel ends the call without waiting for the handler; the handler notes its signal a moment later.
-    expect(await until('the handler to see its signal', async () => (await redis.get(`${fleet.prefix}:test:aborted:{${id}}`)) ?? undefined)).toContain('cancelled');
+    expect(await signalSeen(id)).toContain('cancelled');
     expect((await client.get(id)).status).toBe('cancelled');
   });
 
@@ -133,8 +136,7 @@ describe('a fleet: one dispatcher, workers of every tier', () => {
     controller.abort();
     await expect(pending).rejects.toThrow();
     expect((await client.get(id, { waitMs: 5000 })).status).toBe('cancelled');
-    // The cancel ends the call without waiting for the handler; the handler notes its signal a moment later.
-    expect(await until('the handler to see its signal', async () => (await redis.get(`${fleet.prefix}:test:aborted:{${id}}`)) ?? undefined)).toContain('cancelled');
+    expect(await signalSeen(id)).toContain('cancelled');
   });
 
   it('refuses an unknown tool with TOOL_NOT_FOUND (404)', async () => {

@@ -46,6 +46,14 @@ async function blocked(prefix: string, name: string): Promise<boolean> {
 async function fleetOf(backend: BackendFactory<RedisQueueBackend>, process: (data: { n: number }) => unknown) {
   const prefix = testPrefix('idle');
   const name = `q${Math.random().toString(36).slice(2, 8)}`;
+  // Closed last (after the worker and the queue): the queue's keys go with the test.
+  const sweeper = connection();
+  opened.push({
+    close: async () => {
+      const keys = await sweeper.keys(`${prefix}*`);
+      if (keys.length > 0) await sweeper.del(...keys);
+    },
+  });
   const queue = new Queue(name, { connection: connection(), prefix });
   opened.push(queue);
   const done: number[] = [];
