@@ -271,16 +271,16 @@ describe('the fleet as an MCP server (official client, Streamable HTTP)', () => 
     }
   });
 
-  it("answers a plain tools/call (served without the SDK's transport) exactly as the SDK's path answers the same call", async () => {
-    // A progress token or a task sends a call through the SDK's server and transport; a plain call is answered directly
-    // (direct-call.ts). Both must put the same answer on the wire: same headers that matter, one `message` event, same result.
+  it("answers a plain tools/call (served without the SDK's transport) with the message the SDK's path answers, as one JSON body", async () => {
+    // A progress token or a task sends a call through the SDK's server and transport, which answers with an event
+    // stream; a plain call is answered directly (direct-call.ts) with the same JSON-RPC message as its whole
+    // `application/json` body, the other framing Streamable HTTP allows.
     const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${token}` };
     const post = async (params: Record<string, unknown>, extra: Record<string, string> = {}) => {
       const response = await fetch(`${dispatcher.url}/mcp`, { method: 'POST', headers: { ...headers, ...extra }, body: JSON.stringify({ jsonrpc: '2.0', id: 'same-id', method: 'tools/call', params }) });
-      const text = await response.text();
-      const events = text.split('\n\n').filter((e) => e.trim() !== '');
-      return { status: response.status, type: response.headers.get('content-type'), events, messages: events.map((e) => JSON.parse(e.split('\n').find((l) => l.startsWith('data: '))!.slice(6)) as Record<string, unknown>) };
+      return { status: response.status, type: response.headers.get('content-type'), text: await response.text() };
     };
+    const eventsOf = (text: string) => text.split('\n\n').filter((e) => e.trim() !== '').map((e) => JSON.parse(e.split('\n').find((l) => l.startsWith('data: '))!.slice(6)) as Record<string, unknown>);
     const idOf = (tag: string) => `${tag}-${randomUUID()}`;
     for (const args of [{ text: 'same answer' }, { text: 42 }]) {
       const plainId = idOf('plain');
@@ -288,13 +288,14 @@ describe('the fleet as an MCP server (official client, Streamable HTTP)', () => 
       const plain = await post({ name: 'echo', arguments: args, _meta: { [CALL_ID]: plainId } }, { 'mcp-protocol-version': '2025-06-18' });
       const viaSdk = await post({ name: 'echo', arguments: args, _meta: { [CALL_ID]: sdkId, progressToken: 'p1' } }, { 'mcp-protocol-version': '2025-06-18' });
       expect(plain.status).toBe(200);
-      expect(plain.type).toBe(viaSdk.type);
-      expect(plain.events).toHaveLength(1);
-      expect(plain.events[0]).toMatch(/^event: message\ndata: /);
-      const sdkAnswer = viaSdk.messages.find((m) => m['id'] === 'same-id');
+      expect(plain.type).toBe('application/json');
+      expect(viaSdk.type).toMatch(/^text\/event-stream/);
+      const plainAnswer = JSON.parse(plain.text) as Record<string, unknown>;
+      expect(plainAnswer['id']).toBe('same-id');
+      const sdkAnswer = eventsOf(viaSdk.text).find((m) => m['id'] === 'same-id');
       expect(sdkAnswer).toBeDefined();
       // The same answer but for the call ids each result names (the SDK re-parses a result, which orders its keys its own way).
-      expect(JSON.parse(JSON.stringify(plain.messages[0]).replaceAll(plainId, 'ID'))).toEqual(JSON.parse(JSON.stringify(sdkAnswer).replaceAll(sdkId, 'ID')));
+      expect(JSON.parse(JSON.stringify(plainAnswer).replaceAll(plainId, 'ID'))).toEqual(JSON.parse(JSON.stringify(sdkAnswer).replaceAll(sdkId, 'ID')));
     }
     // What the transport refuses, it still refuses: a plain call with an unsupported protocol version or without the event-stream accept.
     const badVersion = await fetch(`${dispatcher.url}/mcp`, { method: 'POST', headers: { ...headers, 'mcp-protocol-version': '1999-01-01' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo', arguments: { text: 'x' } } }) });

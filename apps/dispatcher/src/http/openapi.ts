@@ -378,13 +378,13 @@ function buildPaths(): Record<string, Record<string, Json>> {
         summary: 'MCP over Streamable HTTP, stateless: initialize, tools/list (scope-filtered, paginated), tools/call (the whole pipeline); docs/http-api.md',
         description:
           'One JSON-RPC message per request (a batch only without an `MCP-Protocol-Version` of 2025-06-18 or later); send `Accept: application/json, text/event-stream`. Requests are answered as a server-sent event stream ' +
-          '(progress notifications, then the response); notifications with 202. Tool failures, invalid arguments and refused approvals are results with ' +
+          '(progress notifications, then the response), a plain tools/call (no progress token, no task) as one JSON body; notifications with 202. Tool failures, invalid arguments and refused approvals are results with ' +
           '`isError: true`; unknown and out-of-scope tools are JSON-RPC errors `-32602`.',
         parameters: v1,
         requestBody: { required: true, description: 'A JSON-RPC 2.0 message (MCP)', content: { 'application/json': { schema: { type: 'object' } } } },
         responses: {
           200: {
-            description: 'The answer to a request: a `text/event-stream` of JSON-RPC messages (or a JSON-RPC error as JSON)',
+            description: 'The answer to a request: a `text/event-stream` of JSON-RPC messages, or one JSON-RPC message as JSON (a plain tools/call\'s answer, or an error)',
             content: { 'text/event-stream': { schema: { type: 'string' } }, 'application/json': { schema: { type: 'object' } } },
           },
           202: { description: 'A notification or response was accepted' },

