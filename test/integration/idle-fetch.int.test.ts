@@ -2,7 +2,7 @@ import { type BackendFactory, createRedisBackend, Queue, type RedisQueueBackend,
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { EMPTY_QUEUE, idleFetch } from '@forge-fleet/store';
-import { redisUrl, testPrefix } from '../fixtures/redis.js';
+import { deleteKeysOf, redisUrl, testPrefix } from '../fixtures/redis.js';
 import { until } from '../fixtures/wait.js';
 
 /** Everything a test opened, closed after it. */
@@ -48,12 +48,7 @@ async function fleetOf(backend: BackendFactory<RedisQueueBackend>, process: (dat
   const name = `q${Math.random().toString(36).slice(2, 8)}`;
   // Closed last (after the worker and the queue): the queue's keys go with the test.
   const sweeper = connection();
-  opened.push({
-    close: async () => {
-      const keys = await sweeper.keys(`${prefix}*`);
-      if (keys.length > 0) await sweeper.del(...keys);
-    },
-  });
+  opened.push({ close: () => deleteKeysOf(sweeper, prefix) });
   const queue = new Queue(name, { connection: connection(), prefix });
   opened.push(queue);
   const done: number[] = [];

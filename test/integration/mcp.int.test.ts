@@ -29,6 +29,13 @@ const textOf = (result: object): string => {
   return first?.text ?? '';
 };
 
+/** The JSON-RPC messages of an event-stream body, one per event's `data:` line. */
+const eventsOf = (text: string): Record<string, unknown>[] =>
+  text
+    .split('\n\n')
+    .filter((e) => e.trim() !== '')
+    .map((e) => JSON.parse(e.split('\n').find((l) => l.startsWith('data: '))!.slice('data: '.length)) as Record<string, unknown>);
+
 describe('the fleet as an MCP server (official client, Streamable HTTP)', () => {
   const fleet = new TestFleet();
   let dispatcher: FleetProcess & { url: string };
@@ -246,10 +253,9 @@ describe('the fleet as an MCP server (official client, Streamable HTTP)', () => 
     const listed = await fetch(`${dispatcher.url}/mcp`, { method: 'POST', headers: { ...headers, authorization: `Bearer ${token}` }, body });
     expect(listed.status).toBe(200);
     expect(listed.headers.get('content-type')).toMatch(/^text\/event-stream/);
-    const event = (await listed.text()).split('\n').find((line) => line.startsWith('data: '));
-    const answer = JSON.parse(event?.slice('data: '.length) ?? '{}') as { id?: unknown; result?: { tools?: { name: string }[] } };
-    expect(answer.id).toBe(1);
-    expect(answer.result?.tools?.map((t) => t.name)).toContain('echo');
+    const [answer] = eventsOf(await listed.text()) as { id?: unknown; result?: { tools?: { name: string }[] } }[];
+    expect(answer?.id).toBe(1);
+    expect(answer?.result?.tools?.map((t) => t.name)).toContain('echo');
     const stream = await fetch(`${dispatcher.url}/mcp`, { headers: { accept: 'text/event-stream', authorization: `Bearer ${token}` } });
     expect(stream.status).toBe(405);
     await stream.body?.cancel();
@@ -280,7 +286,6 @@ describe('the fleet as an MCP server (official client, Streamable HTTP)', () => 
       const response = await fetch(`${dispatcher.url}/mcp`, { method: 'POST', headers: { ...headers, ...extra }, body: JSON.stringify({ jsonrpc: '2.0', id: 'same-id', method: 'tools/call', params }) });
       return { status: response.status, type: response.headers.get('content-type'), text: await response.text() };
     };
-    const eventsOf = (text: string) => text.split('\n\n').filter((e) => e.trim() !== '').map((e) => JSON.parse(e.split('\n').find((l) => l.startsWith('data: '))!.slice(6)) as Record<string, unknown>);
     const idOf = (tag: string) => `${tag}-${randomUUID()}`;
     for (const args of [{ text: 'same answer' }, { text: 42 }]) {
       const plainId = idOf('plain');
