@@ -491,6 +491,46 @@ describe('no MCP server process outlives its worker', () => {
     await gone(dir, pids, 'after kill -9 of the worker');
   }, 60_000);
 
+  /** Calls `tool` of the worker's servers through a dispatcher of this fleet, as an agent would. */
+  async function callThroughFleet(tool: string, args: Record<string, unknown>): Promise<ToolResult> {
+    const dispatcher = await fleet.dispatcher();
+    const client = new FleetClient({ url: dispatcher.url, token: await fleet.token({ subject: 'leaks', grants: ['py.*', 'pybox.*'] }), timeoutMs: CALL_TIMEOUT_MS });
+    try {
+      return await client.call(tool, args);
+    } finally {
+      await client.close();
+    }
+  }
+
+  /**
+   * The pid of a helper process a Python server started (spawn_helper), seen running: found in /proc by its
+   * command line, since in a sandbox's PID namespace the pid the server reports is not this machine's.
+   */
+  async function helperOf(dir: McpTestDir, tool: string, args: Record<string, unknown>): Promise<number> {
+    const helpers = () => dir.processes().filter((p) => p.cmdline.endsWith(' helper'));
+    const before = new Set(helpers().map((p) => p.pid));
+    const result = await callThroughFleet(tool, args);
+    expect(result, JSON.stringify(result)).toMatchObject({ isError: false });
+    const started = helpers().filter((p) => !before.has(p.pid));
+    expect(started).toHaveLength(1);
+    return started[0]!.pid;
+  }
+
+  it('kills what a host server started, with a worker killed with SIGKILL', async () => {
+    const { worker, dir, pids } = await workerWithServers('host');
+    // A helper that never reads the server's stdin (a browser, a language server) does not notice the worker is gone.
+    const helper = await helperOf(dir, 'py.spawn_helper', {});
+    await worker.stop('SIGKILL');
+    await gone(dir, new Set([...pids, helper]), 'after kill -9 of the worker');
+  }, 60_000);
+
+  it('kills what a sandboxed server started, even in a session of its own, with a worker killed with SIGKILL', async () => {
+    const { worker, dir, pids } = await workerWithServers('platform');
+    const helpers = [await helperOf(dir, 'pybox.spawn_helper', {}), await helperOf(dir, 'pybox.spawn_helper', { own_session: true })];
+    await worker.stop('SIGKILL');
+    await gone(dir, new Set([...pids, ...helpers]), 'after kill -9 of the worker');
+  }, 60_000);
+
   it('stops them when the worker stops (SIGTERM)', async () => {
     const { worker, dir, pids } = await workerWithServers('host');
     const code = await worker.stop('SIGTERM');

@@ -14,14 +14,18 @@ const tools: LaunchTools = {
   setsid: '/usr/bin/setsid',
   setpriv: '/usr/bin/setpriv',
   env: '/usr/bin/env',
+  sh: '/bin/sh',
+  sleep: '/usr/bin/sleep',
   bwrap: '/usr/bin/bwrap',
   prlimit: '/usr/bin/prlimit',
   unshare: '/usr/bin/unshare',
   probe: everything,
 };
 const withoutBwrap: LaunchTools = { ...tools, bwrap: undefined, probe: { ...everything, bubblewrap: false } };
-const UNSET = DEFAULT_INHERITED_ENV_VARS.filter((name) => name !== 'PATH').flatMap((name) => ['-u', name]);
+const UNSET = [...DEFAULT_INHERITED_ENV_VARS, 'PWD'].filter((name) => name !== 'PATH').flatMap((name) => ['-u', name]);
 const WRAPPERS = ['/usr/bin/setpriv', '--pdeathsig', 'KILL', '--', '/usr/bin/env', ...UNSET, '--'];
+/** Outside bubblewrap: the launch script and the reaper of the server's process group, first (launch-command.ts). */
+const REAPER = ['/bin/sh', '-c', expect.stringContaining('--pdeathsig TERM') as unknown as string, 'forge-mcp-launch', '/usr/bin/setsid', '/usr/bin/setpriv', '/bin/sh', '/usr/bin/sleep', expect.stringContaining("kill -KILL 0") as unknown as string];
 const d = SERVER_LIMIT_DEFAULTS;
 const PRLIMIT = ['/usr/bin/prlimit', `--cpu=${d.cpuSeconds}`, `--data=${d.memoryMb * 1024 * 1024}`, `--nofile=${d.openFiles}`, `--nproc=${d.processes}`, '--core=0', '--'];
 
@@ -55,7 +59,7 @@ describe('the launch command of an MCP server', () => {
   it('on the host tier, is the process-group, parent-death and environment wrappers around the command', () => {
     const params = stdioLaunchParameters(tools, launch(undefined, { cwd: dir }));
     expect(params.command).toBe('/usr/bin/setsid');
-    expect(params.args).toEqual([...WRAPPERS, 'env', '--version']);
+    expect(params.args).toEqual([...REAPER, ...WRAPPERS, 'env', '--version']);
     expect(params.cwd).toBe(dir);
   });
 
@@ -102,10 +106,10 @@ describe('the launch command of an MCP server', () => {
   it('without bubblewrap, nests rlimits and unshare namespaces, or rlimits alone, around the command as given', () => {
     const sandbox = { read: [data], write: [] };
     const params = stdioLaunchParameters(withoutBwrap, launch(sandbox, { cwd: dir }));
-    expect(params.args).toEqual([...WRAPPERS, ...PRLIMIT, '/usr/bin/unshare', ...UNSHARE_FLAGS, '--', 'env', '--version']);
+    expect(params.args).toEqual([...REAPER, ...WRAPPERS, ...PRLIMIT, '/usr/bin/unshare', ...UNSHARE_FLAGS, '--', 'env', '--version']);
     expect(params.cwd).toBe(dir);
     const bare = stdioLaunchParameters({ ...withoutBwrap, unshare: undefined, prlimit: undefined, probe: { ...withoutBwrap.probe, unshare: false, prlimit: false } }, launch(sandbox));
-    const shell = (bare.args ?? []).slice(WRAPPERS.length);
+    const shell = (bare.args ?? []).slice(REAPER.length + WRAPPERS.length);
     expect(shell.slice(0, 2)).toEqual(['/bin/sh', '-c']);
     expect(shell[2]).toBe(`ulimit -t ${d.cpuSeconds} -d ${d.memoryMb * 1024} -n ${d.openFiles} -c 0 && exec "$@"`);
     expect(shell.slice(4)).toEqual(['env', '--version']);
