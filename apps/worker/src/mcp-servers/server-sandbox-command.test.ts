@@ -25,7 +25,7 @@ const withoutBwrap: LaunchTools = { ...tools, bwrap: undefined, probe: { ...ever
 const UNSET = [...DEFAULT_INHERITED_ENV_VARS, 'PWD'].filter((name) => name !== 'PATH').flatMap((name) => ['-u', name]);
 const WRAPPERS = ['/usr/bin/setpriv', '--pdeathsig', 'KILL', '--', '/usr/bin/env', ...UNSET, '--'];
 /** Outside bubblewrap: the launch script and the reaper of the server's process group, first (launch-command.ts). */
-const REAPER = ['/bin/sh', '-c', expect.stringContaining('--pdeathsig TERM') as unknown as string, 'forge-mcp-launch', '/usr/bin/setsid', '/usr/bin/setpriv', '/bin/sh', '/usr/bin/sleep', expect.stringContaining("kill -KILL 0") as unknown as string];
+const REAPER = ['/bin/sh', '-c', expect.stringContaining('--pdeathsig TERM') as unknown as string, 'forge-mcp-launch', '/usr/bin/setsid', '/usr/bin/setpriv', '/bin/sh', '/usr/bin/sleep', expect.stringContaining("kill -s KILL 0") as unknown as string];
 const d = SERVER_LIMIT_DEFAULTS;
 const PRLIMIT = ['/usr/bin/prlimit', `--cpu=${d.cpuSeconds}`, `--data=${d.memoryMb * 1024 * 1024}`, `--nofile=${d.openFiles}`, `--nproc=${d.processes}`, '--core=0', '--'];
 
