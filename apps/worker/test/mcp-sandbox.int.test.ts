@@ -256,6 +256,26 @@ describe('a sandboxed server process', () => {
     await vi.waitFor(() => expect(survivors(tree)).toEqual([]), WAIT);
   });
 
+  it('without bubblewrap, still takes what it started with it: the unshare PID namespace dies with the server', async () => {
+    expect(tools.unshare).toMatch(/^\//);
+    const instance = track(await McpInstance.start({ server: 'sandbox-probe-unshare', launch: probeLaunch(probeSandbox()), tools: { ...tools, bwrap: undefined } }));
+    const tree = await vi.waitFor(() => {
+      const found = treeOf(instance.pid);
+      expect(found.map((p) => p.comm)).toContain('node');
+      return found;
+    }, WAIT);
+    // No reaper shell beside the server: the namespace is what reaps.
+    expect(tree.map((p) => p.comm)).not.toContain('sh');
+    expect(await ask(instance, 'spawn-sleep')).toMatch(/^\d+$/);
+    const withSleep = await vi.waitFor(() => {
+      const found = treeOf(instance.pid);
+      expect(found.map((p) => p.comm)).toContain('sleep');
+      return found;
+    }, WAIT);
+    await instance.close();
+    await vi.waitFor(() => expect(survivors(withSleep)).toEqual([]), WAIT);
+  });
+
   it('leaves no process behind when its worker is killed with SIGKILL', async () => {
     const { child, firstLine, exited } = await startPoolChild(POOL_CHILD, ROOT);
     try {

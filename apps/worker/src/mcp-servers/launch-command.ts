@@ -111,9 +111,9 @@ export function stdioLaunchParameters(tools: LaunchTools, launch: McpStdioLaunch
   const unset = [...DEFAULT_INHERITED_ENV_VARS, 'PWD'].filter((name) => !Object.hasOwn(launch.env, name)).flatMap((name) => ['-u', name]);
   // The environment is cleaned before any sandbox layer starts: bubblewrap's own environment is readable as /proc/1/environ inside.
   const wrappers = [tools.setpriv, '--pdeathsig', 'KILL', '--', tools.env, ...unset, '--'];
-  const { argv, cwd } = launch.sandbox === undefined ? { argv: [launch.command, ...launch.args], cwd: launch.cwd } : sandboxedCommand(tools, { ...launch, sandbox: launch.sandbox });
-  // bubblewrap's PID namespace already takes everything the server starts with it, whatever its group.
-  const reaped = launch.sandbox !== undefined && tools.bwrap !== undefined ? [] : [tools.sh, '-c', LAUNCH_SCRIPT, 'forge-mcp-launch', tools.setsid, tools.setpriv, tools.sh, tools.sleep, REAPER_SCRIPT];
+  const { argv, cwd, pidNamespace } = launch.sandbox === undefined ? { argv: [launch.command, ...launch.args], cwd: launch.cwd, pidNamespace: false } : sandboxedCommand(tools, { ...launch, sandbox: launch.sandbox });
+  // A PID namespace already takes everything the server starts with it, whatever its group.
+  const reaped = pidNamespace ? [] : [tools.sh, '-c', LAUNCH_SCRIPT, 'forge-mcp-launch', tools.setsid, tools.setpriv, tools.sh, tools.sleep, REAPER_SCRIPT];
   return {
     command: tools.setsid,
     args: [...reaped, ...wrappers, ...argv],

@@ -103,10 +103,10 @@ describe('the launch command of an MCP server', () => {
     expect(() => resolveServerLimits({ openFiles: -1 })).toThrow(expect.objectContaining({ code: 'CONFIG_INVALID' }) as Error);
   });
 
-  it('without bubblewrap, nests rlimits and unshare namespaces, or rlimits alone, around the command as given', () => {
+  it('without bubblewrap, nests rlimits and unshare namespaces (no reaper: the PID namespace takes all), or rlimits alone and a reaper, around the command as given', () => {
     const sandbox = { read: [data], write: [] };
     const params = stdioLaunchParameters(withoutBwrap, launch(sandbox, { cwd: dir }));
-    expect(params.args).toEqual([...REAPER, ...WRAPPERS, ...PRLIMIT, '/usr/bin/unshare', ...UNSHARE_FLAGS, '--', 'env', '--version']);
+    expect(params.args).toEqual([...WRAPPERS, ...PRLIMIT, '/usr/bin/unshare', ...UNSHARE_FLAGS, '--', 'env', '--version']);
     expect(params.cwd).toBe(dir);
     const bare = stdioLaunchParameters({ ...withoutBwrap, unshare: undefined, prlimit: undefined, probe: { ...withoutBwrap.probe, unshare: false, prlimit: false } }, launch(sandbox));
     const shell = (bare.args ?? []).slice(REAPER.length + WRAPPERS.length);

@@ -47,6 +47,12 @@ export interface SandboxedCommand {
   readonly argv: readonly string[];
   /** The working directory to spawn in on the host: only without bubblewrap (with it, `--chdir` sets it inside the view). */
   readonly cwd: string | undefined;
+  /**
+   * Whether the server runs as PID 1 of a PID namespace that dies with it
+   * (bubblewrap, or `unshare --pid --fork --kill-child`): everything it
+   * starts goes with it, whatever session that process put itself in.
+   */
+  readonly pidNamespace: boolean;
 }
 
 /**
@@ -85,7 +91,8 @@ export function sandboxedCommand(programs: SandboxPrograms, launch: { readonly c
   const limited = (command: readonly string[]): string[] => withRlimits(programs.probe, rlimits, command, programs.prlimit === undefined ? {} : { prlimit: programs.prlimit });
   if (programs.bwrap === undefined) {
     const command = [launch.command, ...launch.args];
-    return { argv: limited(programs.unshare === undefined ? command : [programs.unshare, ...UNSHARE_FLAGS, '--', ...command]), cwd: launch.cwd };
+    if (programs.unshare === undefined) return { argv: limited(command), cwd: launch.cwd, pidNamespace: false };
+    return { argv: limited([programs.unshare, ...UNSHARE_FLAGS, '--', ...command]), cwd: launch.cwd, pidNamespace: true };
   }
   const mounts = viewMounts(launch.sandbox);
   const cwd = launch.cwd ?? '/';
@@ -111,7 +118,7 @@ export function sandboxedCommand(programs: SandboxPrograms, launch: { readonly c
     '--chdir',
     cwd,
   ];
-  return { argv: limited([programs.bwrap, ...view, '--', programs.env, ...unsetPwd, '--', command, ...launch.args]), cwd: undefined };
+  return { argv: limited([programs.bwrap, ...view, '--', programs.env, ...unsetPwd, '--', command, ...launch.args]), cwd: undefined, pidNamespace: true };
 }
 
 /**
