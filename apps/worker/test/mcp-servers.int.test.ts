@@ -164,6 +164,9 @@ describe('a pool of MCP server instances', () => {
     const failure = await failureOf(pool.call({ tool: 'anything', arguments: {} }));
     expect(failure.code).toBe('UNAVAILABLE');
     expect(failure.message).toContain('not restarted again');
+    // The last failure's reason, said once: not a message nested in a message.
+    expect(failure.message).toMatch(/; last: it failed to start: /);
+    expect(failure.message.match(/send the request again/g)).toHaveLength(1);
   });
 
   it('pins each caller to an instance of its own in perCaller mode, and reaps an idle session', async () => {

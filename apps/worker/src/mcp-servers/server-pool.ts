@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { BadRequestError, ConfigInvalidError, CancelledError, ExecutionTimeoutError, UnavailableError } from '@forge-fleet/shared';
+import { BadRequestError, ConfigInvalidError, CancelledError, ExecutionTimeoutError, isFleetError, UnavailableError } from '@forge-fleet/shared';
 import type { CallToolResult, Progress, Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { z } from 'zod';
 import { HttpMcpInstance } from './http-instance.js';
@@ -370,7 +370,9 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
   #stop(cause: Error): void {
     this.#state = 'stopped';
     const { restart, server } = this.options;
-    this.#lastError = new UnavailableError(`it failed ${restart.crashLoopFailures} times within ${restart.crashLoopWindowMs} ms and is not restarted again (last: ${cause.message}); fix the server and restart the worker`, { what: `MCP server '${server}'`, cause });
+    // The last failure's own reason, not its whole message: that names the server and says "send again" too.
+    const last = isFleetError(cause) && typeof cause.details.reason === 'string' ? cause.details.reason : cause.message;
+    this.#lastError = new UnavailableError(`it failed ${restart.crashLoopFailures} times within ${restart.crashLoopWindowMs} ms and is not restarted again for now; last: ${last}`, { what: `MCP server '${server}'`, cause });
     clearTimeout(this.#restartTimer);
     this.#rejectWaiters(this.#lastError);
     for (const entry of this.#entries) void this.#retire(entry);
