@@ -12,7 +12,8 @@
  *   in a final state (GET /v1/calls/:id: none stuck queued or running);
  * - once the fleet is stopped, no server process of this run is left
  *   anywhere on the machine (its command line carries a marker of this run,
- *   so other runs' servers are not counted), and no zombie of it: a new
+ *   so other runs' servers are not counted), no reaper of one's group, and
+ *   no zombie of it: a new
  *   process in state Z whose parent is this script, one of its processes, or init.
  *
  * Writes bench/results/soak-mcp-<date>.json (or `MCP_SOAK_OUT`), prints a
@@ -72,6 +73,21 @@ function processes(): ProcInfo[] {
 const ourServers = (): ProcInfo[] => processes().filter((p) => p.cmdline.includes(EVERYTHING_ENTRY) && p.cmdline.includes(MARKER));
 
 const zombiesBefore = new Set(processes().filter((p) => p.state === 'Z').map((p) => p.pid));
+/**
+ * The host tier's reapers (a shell named forge-mcp-reaper, a worker's child,
+ * beside each server; with any child it may have) started by this run: their
+ * command lines do not carry the marker, so they are told apart from other
+ * runs' by not being there before.
+ */
+/** The reaper's $0: REAPER_NAME of apps/worker/src/mcp-servers/group-reaper.ts. */
+const REAPER_NAME = 'forge-mcp-reaper';
+const reapersBefore = new Set(processes().filter((p) => p.cmdline.includes(REAPER_NAME)).map((p) => p.pid));
+const ourReapers = (): ProcInfo[] => {
+  const all = processes();
+  const reapers = all.filter((p) => p.cmdline.includes(REAPER_NAME) && !reapersBefore.has(p.pid));
+  const pids = new Set(reapers.map((p) => p.pid));
+  return [...reapers, ...all.filter((p) => pids.has(p.ppid))];
+};
 const redisServer = await startLocalRedis();
 const secrets = await mcpFleetSecrets('soakmcp');
 const serversFile = writeServersFile({ instances: INSTANCES, callsPerInstance: 16 }, { marker: MARKER });
@@ -145,8 +161,15 @@ try {
 // The fleet is stopped: what it started must be gone. Reaping takes a moment (a server notices its closed stdin), so wait, bounded.
 let leftServers = ourServers();
 await until('no server process of this run left', () => (leftServers = ourServers()).length === 0, 15_000).catch(() => undefined);
+let leftReapers = ourReapers();
+await until('no reaper of this run left', () => (leftReapers = ourReapers()).length === 0, 15_000).catch(() => undefined);
 const mine = new Set([process.pid, ...descendants(process.pid), 1]);
-const zombies = processes().filter((p) => p.state === 'Z' && !zombiesBefore.has(p.pid) && mine.has(p.ppid));
+const newZombiesNow = (): ProcInfo[] => processes().filter((p) => p.state === 'Z' && !zombiesBefore.has(p.pid) && mine.has(p.ppid));
+// A killed worker's reapers are PID 1's children once they exit: a reaping PID 1 (an init, tini, docker --init)
+// collects them, in its own time, so they are waited for, bounded, and the count first seen is reported beside.
+const zombiesAtStop = newZombiesNow().filter((p) => p.comm !== 'esbuild').length;
+let zombies = newZombiesNow();
+await until('no zombie of this run left', () => (zombies = newZombiesNow()).filter((p) => p.comm !== 'esbuild').length === 0, 10_000).catch(() => undefined);
 // tsx's esbuild helper of a process run from source (MCP_SOAK_FROM_SOURCE=1, and the agents): orphaned when its
 // process is SIGKILLed, and a zombie where PID 1 does not reap (as in some containers). Not the fleet's; shown apart.
 const toolingZombies = zombies.filter((p) => p.comm === 'esbuild');
@@ -187,6 +210,8 @@ const result = {
   dispatcherStatuses: statuses,
   stuck: count((r) => r.status !== 'completed' && r.status !== 'failed' && r.status !== 'cancelled'),
   serverProcessesLeft: leftServers.map((p) => ({ pid: p.pid, state: p.state, ppid: p.ppid })),
+  reaperProcessesLeft: leftReapers.map((p) => ({ pid: p.pid, state: p.state, ppid: p.ppid, comm: p.comm })),
+  zombiesAwaitingInitAtStop: zombiesAtStop,
   zombiesLeft: newZombies.map((p) => ({ pid: p.pid, ppid: p.ppid, comm: p.comm })),
   toolingZombiesLeft: toolingZombies.map((p) => ({ pid: p.pid, ppid: p.ppid, comm: p.comm })),
   fromSource: FROM_SOURCE,
@@ -212,5 +237,6 @@ const passed =
   result.ok === records.length &&
   result.stuck === 0 &&
   leftServers.length === 0 &&
+  leftReapers.length === 0 &&
   newZombies.length === 0;
 process.exitCode = passed ? 0 : 1;

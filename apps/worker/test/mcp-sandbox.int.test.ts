@@ -252,6 +252,7 @@ describe('a sandboxed server process', () => {
     }, WAIT);
     // bubblewrap outside, its init inside, the server, the sleep.
     expect(tree.length).toBeGreaterThanOrEqual(4);
+    expect(instance.reaperPid).toBeUndefined();
     await instance.close();
     await vi.waitFor(() => expect(survivors(tree)).toEqual([]), WAIT);
   });
@@ -264,8 +265,9 @@ describe('a sandboxed server process', () => {
       expect(found.map((p) => p.comm)).toContain('node');
       return found;
     }, WAIT);
-    // No reaper shell beside the server: the namespace is what reaps.
+    // No reaper beside the server: the namespace is what reaps.
     expect(tree.map((p) => p.comm)).not.toContain('sh');
+    expect(instance.reaperPid).toBeUndefined();
     expect(await ask(instance, 'spawn-sleep')).toMatch(/^\d+$/);
     const withSleep = await vi.waitFor(() => {
       const found = treeOf(instance.pid);

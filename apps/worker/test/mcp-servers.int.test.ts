@@ -83,6 +83,26 @@ describe('one MCP server instance', () => {
     expect(processesInGroups([process.pid]).map((p) => p.pid)).not.toContain(instance.pid);
   });
 
+  it('keeps its group\'s reaper as the worker\'s own child, and leaves neither it nor a zombie when it ends', async () => {
+    const entry = (pid: number | undefined): { ppid: number; state: string } | undefined => processTable().find((p) => p.pid === pid);
+    const closed = track(await McpInstance.start({ server: 'everything', launch: { ...everything, env: {}, startupTimeoutMs: 20_000 }, tools }));
+    const crashed = track(await McpInstance.start({ server: 'everything', launch: { ...everything, env: {}, startupTimeoutMs: 20_000 }, tools }));
+    for (const instance of [closed, crashed]) {
+      expect(instance.reaperPid).toEqual(expect.any(Number));
+      // Not the server's child: a server that ends would leave it (and its zombie) to PID 1.
+      expect(entry(instance.reaperPid)?.ppid).toBe(process.pid);
+      expect(processesInGroups([instance.pid]).map((p) => p.pid)).not.toContain(instance.reaperPid);
+    }
+    await closed.close();
+    process.kill(crashed.pid, 'SIGKILL');
+    // Gone from /proc altogether: the worker reaped it, so not even a zombie is left for PID 1.
+    await vi.waitFor(() => {
+      expect(entry(closed.reaperPid)).toBeUndefined();
+      expect(entry(crashed.reaperPid)).toBeUndefined();
+      expect(processesInGroups([closed.pid, crashed.pid])).toEqual([]);
+    }, WAIT);
+  });
+
   it('fails to start with UNAVAILABLE and the server stderr when the process exits at once', async () => {
     const launch = { command: process.execPath, args: ['-e', 'console.error("no config here"); process.exit(3)'], env: {}, startupTimeoutMs: 10_000 };
     const failure = await failureOf(McpInstance.start({ server: 'broken', launch, tools }));

@@ -4,7 +4,8 @@ import { McpServerLostError, UnavailableError } from '@forge-fleet/shared';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { type JSONRPCMessage, ErrorCode as McpErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import { Outbox } from '../sandbox/framing.js';
-import { type LaunchTools, stdioLaunchParameters } from './launch-command.js';
+import { GroupReaper } from './group-reaper.js';
+import { type LaunchTools, stdioLaunch } from './launch-command.js';
 import type { McpStdioLaunch } from './pool-options.js';
 import { isMcpError, UpstreamInstance, type UpstreamHooks } from './upstream-instance.js';
 
@@ -27,11 +28,21 @@ const STDERR_TAIL_BYTES = 4096;
  */
 class SpawnAwareTransport extends StdioClientTransport {
   spawnedPid: number | undefined;
+  /** The group's reaper, started the moment the server has a pid (see group-reaper.ts). */
+  reaper: GroupReaper | undefined;
   #outbox: Outbox | undefined;
+  readonly #reaperShell: string | undefined;
+
+  /** @param reaperShell the shell to run a group reaper in, or undefined where a PID namespace reaps. */
+  constructor(parameters: ConstructorParameters<typeof StdioClientTransport>[0], reaperShell: string | undefined) {
+    super(parameters);
+    this.#reaperShell = reaperShell;
+  }
 
   override async start(): Promise<void> {
     await super.start();
     this.spawnedPid = this.pid ?? undefined;
+    if (this.spawnedPid !== undefined && this.#reaperShell !== undefined) this.reaper = GroupReaper.start(this.#reaperShell, this.spawnedPid);
     // The SDK keeps its child in a field TypeScript calls private (SDK pinned in package-lock.json); were it
     // ever gone, sends would go one write each, through the SDK's own send.
     const stdin = (this as unknown as { _process?: ChildProcess })._process?.stdin;
@@ -67,6 +78,7 @@ const MIN_REDACTED_LENGTH = 4;
 export class McpInstance extends UpstreamInstance {
   #stderrTail = '';
   #pid = 0;
+  #reaperPid: number | undefined;
   /** The secret values of its environment, which its stderr must not carry into a message or a log line. */
   #secrets: readonly string[] = [];
 
@@ -83,7 +95,8 @@ export class McpInstance extends UpstreamInstance {
     const { server, launch } = options;
     const instance = new McpInstance(server, options);
     instance.#secrets = (launch.secrets ?? []).filter((v) => v.length >= MIN_REDACTED_LENGTH);
-    const transport = new SpawnAwareTransport(stdioLaunchParameters(options.tools, launch));
+    const { parameters, needsReaper } = stdioLaunch(options.tools, launch);
+    const transport = new SpawnAwareTransport(parameters, needsReaper ? options.tools.sh : undefined);
     // Drained from the start: a server blocked on a full stderr pipe would hang; only a bounded tail is kept.
     transport.stderr?.on('data', (chunk: Buffer) => {
       instance.#stderrTail = (instance.#stderrTail + chunk.toString('utf8')).slice(-STDERR_TAIL_BYTES);
@@ -95,6 +108,7 @@ export class McpInstance extends UpstreamInstance {
       if (transport.spawnedPid !== undefined) killGroup(transport.spawnedPid);
       await instance.client.close().catch(() => undefined);
       if (transport.spawnedPid !== undefined) killGroup(transport.spawnedPid);
+      transport.reaper?.stop();
       // What it printed before it died is the likeliest reason: read the rest of its stderr (briefly) before saying why.
       await stderrEnded(transport.stderr, STDERR_DRAIN_MS);
       const reason = isMcpError(err, McpErrorCode.RequestTimeout) ? `it did not answer initialize within ${launch.startupTimeoutMs} ms` : `it failed to start: ${errorText(err)}`;
@@ -104,9 +118,11 @@ export class McpInstance extends UpstreamInstance {
     const pid = transport.spawnedPid;
     if (pid === undefined) throw new UnavailableError('its process has no pid', { what: `MCP server '${server}' (${launch.command})` });
     instance.#pid = pid;
+    instance.#reaperPid = transport.reaper?.pid;
     instance.client.onclose = () => {
-      // The server's own children are in its group: they go with it.
+      // The server's own children are in its group: they go with it; then its reaper, which has nothing left to do.
       killGroup(pid);
+      transport.reaper?.stop();
       instance.markEnded(instance.expected ? '' : instance.stderrTail.trim().slice(-1000));
     };
     return instance;
@@ -119,6 +135,11 @@ export class McpInstance extends UpstreamInstance {
   /** The pid of the server process, which is also its process group id. */
   override get pid(): number {
     return this.#pid;
+  }
+
+  /** The pid of its group's reaper, the worker's child; undefined in a PID namespace, which needs none. */
+  get reaperPid(): number | undefined {
+    return this.#reaperPid;
   }
 
   /**

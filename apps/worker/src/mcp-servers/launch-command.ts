@@ -17,34 +17,9 @@ export interface LaunchTools extends SandboxPrograms {
   readonly setpriv: string;
   /** `env` (coreutils): removes what the SDK's transport adds to the environment. */
   readonly env: string;
-  /** `sh`: runs the reaper of a server's process group (see {@link stdioLaunchParameters}). */
+  /** `sh`: runs the reaper of a host server's process group (group-reaper.ts). */
   readonly sh: string;
-  /** `sleep` (coreutils): what the reaper waits in. */
-  readonly sleep: string;
 }
-
-/**
- * Started beside a server outside bubblewrap, before the server is exec'd,
- * in a session and process group of its own (so that it is no member of the
- * server's group, and a count of that group is a count of the server's
- * processes): `setpriv --pdeathsig TERM` makes the kernel signal it when the
- * server (its parent) dies, for whatever reason — the worker's SIGKILL
- * killing the server included — and its trap then SIGKILLs the server's
- * process group, then its own (itself and its sleep). So a helper the server
- * started in its group (a browser, a language server) that never reads the
- * server's stdin, and so would not notice, dies too. A server that died
- * before the parent-death signal was set is seen by the parent check. `$1` is
- * the server's pid (its group's id), `$2` sleep's path.
- */
-const REAPER_SCRIPT = `reap() { kill -s KILL -- -"$1" 2>/dev/null; kill -s KILL 0; }; trap 'reap "$1"' TERM; [ "$PPID" = "$1" ] || reap "$1"; while :; do "$2" 86400 & wait $!; done`;
-
-/**
- * The first process of the group (`setsid sh -c`): starts the reaper in the
- * background, with no stdio of the server's (it must not hold the server's
- * pipes open), then execs the server's wrappers, so the server keeps this
- * pid: the group's leader, the transport's child, the worker's child.
- */
-const LAUNCH_SCRIPT = `setsid=$1 setpriv=$2 sh=$3 sleep=$4 reaper=$5; shift 5; "$setsid" "$setpriv" --pdeathsig TERM -- "$sh" -c "$reaper" forge-mcp-reaper "$$" "$sleep" </dev/null >/dev/null 2>&1 & exec "$@"`;
 
 /**
  * Finds the wrappers, using the sandbox's probe for `setpriv --pdeathsig` (the
@@ -76,7 +51,6 @@ export function findLaunchTools(probe: ServerSandboxProbe, searchPath: string): 
     setpriv: required('setpriv', 'util-linux'),
     env: required('env', 'coreutils'),
     sh: required('sh', 'dash'),
-    sleep: required('sleep', 'coreutils'),
     bwrap: optional('bwrap', probe.bubblewrap),
     prlimit: optional('prlimit', probe.prlimit),
     unshare: optional('unshare', probe.unshare),
@@ -86,15 +60,26 @@ export function findLaunchTools(probe: ServerSandboxProbe, searchPath: string): 
   return Object.freeze(tools);
 }
 
+/** How to start one stdio server. */
+export interface StdioLaunch {
+  /** For the SDK's StdioClientTransport. */
+  readonly parameters: StdioServerParameters;
+  /**
+   * Whether the server's group needs a {@link GroupReaper} beside it: true
+   * unless a PID namespace (bubblewrap, or `unshare --pid`) takes all it
+   * starts with it.
+   */
+  readonly needsReaper: boolean;
+}
+
 /**
- * The parameters for the SDK's StdioClientTransport that start `launch` as
- * `setsid setpriv --pdeathsig KILL env -u … -- command args`. Each wrapper
- * execs the next, so the transport's pid is the server's (outside
- * bubblewrap, `setsid sh -c` first starts the group's reaper, then execs
- * the rest: see {@link REAPER_SCRIPT}):
+ * How to start `launch`: `setsid setpriv --pdeathsig KILL env -u … -- command
+ * args`. Each wrapper execs the next, so the transport's pid is the server's:
  * - `setsid`: its own session and process group, so the pool can kill the
  *   server with everything it started, and a terminal's signals stay out;
- * - `setpriv --pdeathsig KILL`: the kernel kills it when the worker dies, even by SIGKILL;
+ * - `setpriv --pdeathsig KILL`: the kernel kills it when the worker dies, even
+ *   by SIGKILL (and, outside a PID namespace, the group's reaper kills the rest
+ *   of its group then: group-reaper.ts);
  * - `env -u`: the transport always adds some of the worker's variables
  *   (HOME, PATH, USER…); those not declared are removed by name, so values
  *   (secrets) never appear on a command line and the server sees exactly `launch.env`.
@@ -106,19 +91,19 @@ export function findLaunchTools(probe: ServerSandboxProbe, searchPath: string): 
  *
  * @throws ConfigInvalidError when a sandboxed server's view cannot hold its command or working directory (see sandboxedCommand).
  */
-export function stdioLaunchParameters(tools: LaunchTools, launch: McpStdioLaunch): StdioServerParameters {
-  // PWD: the shell that starts the reaper exports one.
-  const unset = [...DEFAULT_INHERITED_ENV_VARS, 'PWD'].filter((name) => !Object.hasOwn(launch.env, name)).flatMap((name) => ['-u', name]);
+export function stdioLaunch(tools: LaunchTools, launch: McpStdioLaunch): StdioLaunch {
+  const unset = DEFAULT_INHERITED_ENV_VARS.filter((name) => !Object.hasOwn(launch.env, name)).flatMap((name) => ['-u', name]);
   // The environment is cleaned before any sandbox layer starts: bubblewrap's own environment is readable as /proc/1/environ inside.
   const wrappers = [tools.setpriv, '--pdeathsig', 'KILL', '--', tools.env, ...unset, '--'];
   const { argv, cwd, pidNamespace } = launch.sandbox === undefined ? { argv: [launch.command, ...launch.args], cwd: launch.cwd, pidNamespace: false } : sandboxedCommand(tools, { ...launch, sandbox: launch.sandbox });
-  // A PID namespace already takes everything the server starts with it, whatever its group.
-  const reaped = pidNamespace ? [] : [tools.sh, '-c', LAUNCH_SCRIPT, 'forge-mcp-launch', tools.setsid, tools.setpriv, tools.sh, tools.sleep, REAPER_SCRIPT];
   return {
-    command: tools.setsid,
-    args: [...reaped, ...wrappers, ...argv],
-    env: { ...launch.env },
-    ...(cwd === undefined ? {} : { cwd }),
-    stderr: 'pipe',
+    parameters: {
+      command: tools.setsid,
+      args: [...wrappers, ...argv],
+      env: { ...launch.env },
+      ...(cwd === undefined ? {} : { cwd }),
+      stderr: 'pipe',
+    },
+    needsReaper: !pidNamespace,
   };
 }

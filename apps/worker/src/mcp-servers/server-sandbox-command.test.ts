@@ -1,10 +1,10 @@
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DEFAULT_INHERITED_ENV_VARS } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { DEFAULT_INHERITED_ENV_VARS, type StdioServerParameters } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BWRAP_ISOLATION, UNSHARE_FLAGS } from '../sandbox/probe.js';
-import { type LaunchTools, stdioLaunchParameters } from './launch-command.js';
+import { type LaunchTools, stdioLaunch } from './launch-command.js';
 import { McpStdioLaunch } from './pool-options.js';
 import { resolveServerLimits } from './server-sandbox-command.js';
 import { SERVER_LIMIT_DEFAULTS, type ServerSandbox } from './server-sandbox.js';
@@ -15,17 +15,19 @@ const tools: LaunchTools = {
   setpriv: '/usr/bin/setpriv',
   env: '/usr/bin/env',
   sh: '/bin/sh',
-  sleep: '/usr/bin/sleep',
   bwrap: '/usr/bin/bwrap',
   prlimit: '/usr/bin/prlimit',
   unshare: '/usr/bin/unshare',
   probe: everything,
 };
 const withoutBwrap: LaunchTools = { ...tools, bwrap: undefined, probe: { ...everything, bubblewrap: false } };
-const UNSET = [...DEFAULT_INHERITED_ENV_VARS, 'PWD'].filter((name) => name !== 'PATH').flatMap((name) => ['-u', name]);
+const UNSET = DEFAULT_INHERITED_ENV_VARS.filter((name) => name !== 'PATH').flatMap((name) => ['-u', name]);
 const WRAPPERS = ['/usr/bin/setpriv', '--pdeathsig', 'KILL', '--', '/usr/bin/env', ...UNSET, '--'];
-/** Outside bubblewrap: the launch script and the reaper of the server's process group, first (launch-command.ts). */
-const REAPER = ['/bin/sh', '-c', expect.stringContaining('--pdeathsig TERM') as unknown as string, 'forge-mcp-launch', '/usr/bin/setsid', '/usr/bin/setpriv', '/bin/sh', '/usr/bin/sleep', expect.stringContaining("kill -s KILL 0") as unknown as string];
+/** The transport's parameters of `launch`, with whether the server's group gets a reaper beside it. */
+function launchOf(programs: LaunchTools, of: McpStdioLaunch): StdioServerParameters & { needsReaper: boolean } {
+  const { parameters, needsReaper } = stdioLaunch(programs, of);
+  return { ...parameters, needsReaper };
+}
 const d = SERVER_LIMIT_DEFAULTS;
 const PRLIMIT = ['/usr/bin/prlimit', `--cpu=${d.cpuSeconds}`, `--data=${d.memoryMb * 1024 * 1024}`, `--nofile=${d.openFiles}`, `--nproc=${d.processes}`, '--core=0', '--'];
 
@@ -56,17 +58,19 @@ function mounts(args: readonly string[]): string[][] {
 }
 
 describe('the launch command of an MCP server', () => {
-  it('on the host tier, is the process-group, parent-death and environment wrappers around the command', () => {
-    const params = stdioLaunchParameters(tools, launch(undefined, { cwd: dir }));
+  it('on the host tier, is the process-group, parent-death and environment wrappers around the command, with a reaper beside it', () => {
+    const params = launchOf(tools, launch(undefined, { cwd: dir }));
     expect(params.command).toBe('/usr/bin/setsid');
-    expect(params.args).toEqual([...REAPER, ...WRAPPERS, 'env', '--version']);
+    expect(params.args).toEqual([...WRAPPERS, 'env', '--version']);
+    expect(params.needsReaper).toBe(true);
     expect(params.cwd).toBe(dir);
   });
 
   it('sandboxed, nests rlimits, bubblewrap with a read-only view of the system and the declared paths, and env -u PWD', () => {
-    const params = stdioLaunchParameters(tools, launch({ read: [data], write: [out] }, { cwd: data }));
+    const params = launchOf(tools, launch({ read: [data], write: [out] }, { cwd: data }));
     const args = params.args ?? [];
     expect(args.slice(0, WRAPPERS.length + PRLIMIT.length + 1)).toEqual([...WRAPPERS, ...PRLIMIT, '/usr/bin/bwrap']);
+    expect(params.needsReaper).toBe(false);
     const bwrap = args.slice(WRAPPERS.length + PRLIMIT.length + 1);
     expect(bwrap.slice(0, BWRAP_ISOLATION.length)).toEqual([...BWRAP_ISOLATION]);
     expect(BWRAP_ISOLATION).toEqual(expect.arrayContaining(['--unshare-all', '--die-with-parent', '--new-session']));
@@ -89,13 +93,13 @@ describe('the launch command of an MCP server', () => {
   });
 
   it('applies the declared limits, and refuses ones that are not positive integers', () => {
-    const args = stdioLaunchParameters(tools, launch({ read: [], write: [], limits: { cpuSeconds: 5, openFiles: 99 } })).args ?? [];
+    const args = launchOf(tools, launch({ read: [], write: [], limits: { cpuSeconds: 5, openFiles: 99 } })).args ?? [];
     expect(args).toEqual(expect.arrayContaining(['--cpu=5', '--nofile=99', `--data=${d.memoryMb * 1024 * 1024}`]));
     expect(() => resolveServerLimits({ memoryMb: 0, processes: 1.5 })).toThrow(/limits\.memoryMb must be a positive integer.*limits\.processes/);
   });
 
   it('refuses relative or missing paths, and a command or working directory outside the view', () => {
-    const refuse = (sandbox: ServerSandbox, extra: Partial<McpStdioLaunch> = {}): (() => unknown) => () => stdioLaunchParameters(tools, launch(sandbox, extra));
+    const refuse = (sandbox: ServerSandbox, extra: Partial<McpStdioLaunch> = {}): (() => unknown) => () => launchOf(tools, launch(sandbox, extra));
     expect(refuse({ read: ['relative/dir'], write: [join(dir, 'missing')] })).toThrow(/filesystem\.read\[0\] must be an absolute path.*filesystem\.write\[0\]: .*missing does not exist/);
     expect(refuse({ read: [], write: [] }, { cwd: dir })).toThrow(new RegExp(`working directory ${dir} is not in the server's filesystem view`));
     expect(refuse({ read: [], write: [] }, { command: 'nothing-by-this-name' })).toThrow(/command 'nothing-by-this-name' is not an executable file on the declared PATH/);
@@ -105,11 +109,13 @@ describe('the launch command of an MCP server', () => {
 
   it('without bubblewrap, nests rlimits and unshare namespaces (no reaper: the PID namespace takes all), or rlimits alone and a reaper, around the command as given', () => {
     const sandbox = { read: [data], write: [] };
-    const params = stdioLaunchParameters(withoutBwrap, launch(sandbox, { cwd: dir }));
+    const params = launchOf(withoutBwrap, launch(sandbox, { cwd: dir }));
     expect(params.args).toEqual([...WRAPPERS, ...PRLIMIT, '/usr/bin/unshare', ...UNSHARE_FLAGS, '--', 'env', '--version']);
+    expect(params.needsReaper).toBe(false);
     expect(params.cwd).toBe(dir);
-    const bare = stdioLaunchParameters({ ...withoutBwrap, unshare: undefined, prlimit: undefined, probe: { ...withoutBwrap.probe, unshare: false, prlimit: false } }, launch(sandbox));
-    const shell = (bare.args ?? []).slice(REAPER.length + WRAPPERS.length);
+    const bare = launchOf({ ...withoutBwrap, unshare: undefined, prlimit: undefined, probe: { ...withoutBwrap.probe, unshare: false, prlimit: false } }, launch(sandbox));
+    expect(bare.needsReaper).toBe(true);
+    const shell = (bare.args ?? []).slice(WRAPPERS.length);
     expect(shell.slice(0, 2)).toEqual(['/bin/sh', '-c']);
     expect(shell[2]).toBe(`ulimit -t ${d.cpuSeconds} -d ${d.memoryMb * 1024} -n ${d.openFiles} -c 0 && exec "$@"`);
     expect(shell.slice(4)).toEqual(['env', '--version']);
