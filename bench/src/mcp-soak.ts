@@ -25,6 +25,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { freePort, startLocalRedis } from '@forge-fleet/local-redis';
+import { REAPER_NAME } from '@forge-fleet/worker';
 import { descendants, ROOT, type Spawned, spawnNode, until } from './proc.js';
 import { EVERYTHING_ENTRY } from './mcp/everything.js';
 import { mcpFleetSecrets, serverProcessesOf, startDispatcher, startWorker, waitServing, writeServersFile } from './mcp/fleet.js';
@@ -74,20 +75,12 @@ const ourServers = (): ProcInfo[] => processes().filter((p) => p.cmdline.include
 
 const zombiesBefore = new Set(processes().filter((p) => p.state === 'Z').map((p) => p.pid));
 /**
- * The host tier's reapers (a shell named forge-mcp-reaper, a worker's child,
- * beside each server; with any child it may have) started by this run: their
- * command lines do not carry the marker, so they are told apart from other
- * runs' by not being there before.
+ * The host tier's reapers (a shell named REAPER_NAME, a worker's child, beside
+ * each server) started by this run: their command lines do not carry the
+ * marker, so they are told apart from other runs' by not being there before.
  */
-/** The reaper's $0: REAPER_NAME of apps/worker/src/mcp-servers/group-reaper.ts. */
-const REAPER_NAME = 'forge-mcp-reaper';
 const reapersBefore = new Set(processes().filter((p) => p.cmdline.includes(REAPER_NAME)).map((p) => p.pid));
-const ourReapers = (): ProcInfo[] => {
-  const all = processes();
-  const reapers = all.filter((p) => p.cmdline.includes(REAPER_NAME) && !reapersBefore.has(p.pid));
-  const pids = new Set(reapers.map((p) => p.pid));
-  return [...reapers, ...all.filter((p) => pids.has(p.ppid))];
-};
+const ourReapers = (): ProcInfo[] => processes().filter((p) => p.cmdline.includes(REAPER_NAME) && !reapersBefore.has(p.pid));
 const redisServer = await startLocalRedis();
 const secrets = await mcpFleetSecrets('soakmcp');
 const serversFile = writeServersFile({ instances: INSTANCES, callsPerInstance: 16 }, { marker: MARKER });
@@ -165,15 +158,16 @@ let leftReapers = ourReapers();
 await until('no reaper of this run left', () => (leftReapers = ourReapers()).length === 0, 15_000).catch(() => undefined);
 const mine = new Set([process.pid, ...descendants(process.pid), 1]);
 const newZombiesNow = (): ProcInfo[] => processes().filter((p) => p.state === 'Z' && !zombiesBefore.has(p.pid) && mine.has(p.ppid));
-// A killed worker's reapers are PID 1's children once they exit: a reaping PID 1 (an init, tini, docker --init)
-// collects them, in its own time, so they are waited for, bounded, and the count first seen is reported beside.
-const zombiesAtStop = newZombiesNow().filter((p) => p.comm !== 'esbuild').length;
-let zombies = newZombiesNow();
-await until('no zombie of this run left', () => (zombies = newZombiesNow()).filter((p) => p.comm !== 'esbuild').length === 0, 10_000).catch(() => undefined);
 // tsx's esbuild helper of a process run from source (MCP_SOAK_FROM_SOURCE=1, and the agents): orphaned when its
 // process is SIGKILLed, and a zombie where PID 1 does not reap (as in some containers). Not the fleet's; shown apart.
-const toolingZombies = zombies.filter((p) => p.comm === 'esbuild');
-const newZombies = zombies.filter((p) => p.comm !== 'esbuild');
+const isTooling = (p: ProcInfo): boolean => p.comm === 'esbuild';
+// A killed worker's reapers are PID 1's children once they exit: a reaping PID 1 (an init, tini, docker --init)
+// collects them, in its own time, so they are waited for, bounded, and the count first seen is reported beside.
+let zombies = newZombiesNow();
+const zombiesAtStop = zombies.filter((p) => !isTooling(p)).length;
+await until('no zombie of this run left', () => (zombies = newZombiesNow()).every(isTooling), 10_000).catch(() => undefined);
+const toolingZombies = zombies.filter(isTooling);
+const newZombies = zombies.filter((p) => !isTooling(p));
 await redisServer.stop();
 
 const records: SoakCallRecord[] = [];

@@ -78,7 +78,7 @@ const MIN_REDACTED_LENGTH = 4;
 export class McpInstance extends UpstreamInstance {
   #stderrTail = '';
   #pid = 0;
-  #reaperPid: number | undefined;
+  #reaper: GroupReaper | undefined;
   /** The secret values of its environment, which its stderr must not carry into a message or a log line. */
   #secrets: readonly string[] = [];
 
@@ -118,7 +118,7 @@ export class McpInstance extends UpstreamInstance {
     const pid = transport.spawnedPid;
     if (pid === undefined) throw new UnavailableError('its process has no pid', { what: `MCP server '${server}' (${launch.command})` });
     instance.#pid = pid;
-    instance.#reaperPid = transport.reaper?.pid;
+    instance.#reaper = transport.reaper;
     instance.client.onclose = () => {
       // The server's own children are in its group: they go with it; then its reaper, which has nothing left to do.
       killGroup(pid);
@@ -139,7 +139,7 @@ export class McpInstance extends UpstreamInstance {
 
   /** The pid of its group's reaper, the worker's child; undefined in a PID namespace, which needs none. */
   get reaperPid(): number | undefined {
-    return this.#reaperPid;
+    return this.#reaper?.pid;
   }
 
   /**
