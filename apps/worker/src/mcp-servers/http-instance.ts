@@ -3,7 +3,7 @@ import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontex
 import { ErrorCode as McpErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import type { McpHttpLaunch } from './pool-options.js';
 import { revealAll } from './secret-value.js';
-import { isMcpError, UpstreamInstance, type UpstreamHooks } from './upstream-instance.js';
+import { isMcpError, refusedRevisions, revisionRefusal, UpstreamInstance, type UpstreamHooks } from './upstream-instance.js';
 
 /** How long ending a session may wait for the upstream to answer its DELETE: one that hangs must not hold up a worker's shutdown. */
 const TERMINATE_TIMEOUT_MS = 5_000;
@@ -122,6 +122,8 @@ export class HttpMcpInstance extends UpstreamInstance {
     if (err instanceof StreamableHTTPError && (err.code === 401 || err.code === 403)) {
       return `it refused the session with HTTP ${err.code}; check the credentials in its headers (the values are not shown)`;
     }
+    const revisions = err instanceof StreamableHTTPError && err.code === 400 ? refusedRevisionsOf(err.message) : undefined;
+    if (revisions !== undefined) return revisionRefusal(revisions);
     if (err instanceof StreamableHTTPError && err.code !== undefined && err.code > 0) return `it answered initialize with HTTP ${err.code}`;
     return `it cannot be reached: ${this.describe(err)}`;
   }
@@ -175,4 +177,21 @@ function secretsOf(values: readonly string[]): string[] {
     for (const part of value.split(/\s+/)) if (part.length >= MIN_REDACTED_PART) found.add(part);
   }
   return [...found].sort((a, b) => b.length - a.length);
+}
+
+/**
+ * The revisions an upstream that refused `initialize` for its protocol
+ * revision says it speaks, from the JSON-RPC error the SDK's transport quotes
+ * after its own words (`Error POSTing to endpoint: {...}`); undefined for any
+ * other 400. Only revision strings are taken from that answer.
+ */
+function refusedRevisionsOf(message: string): string[] | undefined {
+  const start = message.indexOf('{');
+  if (start < 0) return undefined;
+  try {
+    const body = JSON.parse(message.slice(start)) as { error?: { code?: unknown; data?: unknown } };
+    return refusedRevisions(body.error?.code, body.error?.data);
+  } catch {
+    return undefined;
+  }
 }

@@ -2,12 +2,12 @@ import type { ChildProcess } from 'node:child_process';
 import type { Stream } from 'node:stream';
 import { McpServerLostError, UnavailableError } from '@forge-fleet/shared';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { type JSONRPCMessage, ErrorCode as McpErrorCode } from '@modelcontextprotocol/sdk/types.js';
+import { type JSONRPCMessage, McpError, ErrorCode as McpErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import { Outbox } from '../sandbox/framing.js';
 import { GroupReaper } from './group-reaper.js';
 import { type LaunchTools, stdioLaunch } from './launch-command.js';
 import type { McpStdioLaunch } from './pool-options.js';
-import { isMcpError, UpstreamInstance, type UpstreamHooks } from './upstream-instance.js';
+import { isMcpError, refusedRevisions, revisionRefusal, UpstreamInstance, type UpstreamHooks } from './upstream-instance.js';
 
 export type { McpCallOptions, McpInstanceEvents, McpInstanceExit } from './upstream-instance.js';
 
@@ -111,7 +111,12 @@ export class McpInstance extends UpstreamInstance {
       transport.reaper?.stop();
       // What it printed before it died is the likeliest reason: read the rest of its stderr (briefly) before saying why.
       await stderrEnded(transport.stderr, STDERR_DRAIN_MS);
-      const reason = isMcpError(err, McpErrorCode.RequestTimeout) ? `it did not answer initialize within ${launch.startupTimeoutMs} ms` : `it failed to start: ${errorText(err)}`;
+      const revisions = err instanceof McpError ? refusedRevisions(err.code, err.data) : undefined;
+      const reason = isMcpError(err, McpErrorCode.RequestTimeout)
+        ? `it did not answer initialize within ${launch.startupTimeoutMs} ms`
+        : revisions !== undefined
+          ? revisionRefusal(revisions)
+          : `it failed to start: ${errorText(err)}`;
       const tail = instance.stderrTail.trim();
       throw new UnavailableError(`${reason}${tail === '' ? '' : `; its stderr: ${tail.slice(-1000)}`}`, { what: `MCP server '${server}' (${launch.command})`, cause: err });
     }

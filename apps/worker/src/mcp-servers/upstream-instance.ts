@@ -2,7 +2,17 @@ import { EventEmitter } from 'node:events';
 import { CancelledError, ExecutionFailedError, ExecutionTimeoutError, isFleetError, type McpServerLostError } from '@forge-fleet/shared';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { z } from 'zod';
-import { type CallToolResult, ErrorCode as McpErrorCode, McpError, type Progress, ProgressNotificationSchema, type Tool, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import {
+  type CallToolResult,
+  ErrorCode as McpErrorCode,
+  LATEST_PROTOCOL_VERSION,
+  McpError,
+  type Progress,
+  ProgressNotificationSchema,
+  SUPPORTED_PROTOCOL_VERSIONS,
+  type Tool,
+  ToolListChangedNotificationSchema,
+} from '@modelcontextprotocol/sdk/types.js';
 
 /** A `tools/call` result taken as the server sent it (an object); resultOf in mcp-tool-executor.ts checks it. */
 const ANY_RESULT = z.custom<CallToolResult>((value) => typeof value === 'object' && value !== null && !Array.isArray(value), 'a tools/call result must be an object');
@@ -197,4 +207,36 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
 /** Whether `err` is the SDK's McpError with `code`. */
 export function isMcpError(err: unknown, code: McpErrorCode): boolean {
   return err instanceof McpError && (err.code as McpErrorCode) === code;
+}
+
+/** The JSON-RPC code of a server that does not speak the revision an `initialize` asked for (MCP 2026-07-28's UnsupportedProtocolVersion). */
+export const UNSUPPORTED_PROTOCOL_VERSION = -32022;
+
+/** A protocol revision as MCP names them (`2025-11-25`): the only part of a refusal's data that a message repeats. */
+const REVISION = /^\d{4}-\d{2}-\d{2}$/;
+
+/**
+ * The revisions a server says it speaks, from the `data` of the error it
+ * refused `initialize` with (`{ supported: [...], requested }`), or undefined
+ * when the error is some other one. Strings that are not revisions are
+ * dropped, so nothing else of what a server sent reaches a message.
+ */
+export function refusedRevisions(code: unknown, data: unknown): string[] | undefined {
+  if (code !== UNSUPPORTED_PROTOCOL_VERSION) return undefined;
+  const supported = typeof data === 'object' && data !== null ? (data as { supported?: unknown }).supported : undefined;
+  return Array.isArray(supported) ? supported.filter((v): v is string => typeof v === 'string' && REVISION.test(v)) : [];
+}
+
+/**
+ * Why a server that refused the worker's protocol revision cannot be served,
+ * for `/readyz` and the log. The worker's client (SDK 1.x) speaks the 2025-era
+ * handshake; a server built on the v2 SDK serves such clients unless it was
+ * built to refuse them (`legacy: 'reject'`), and that is the one fix.
+ */
+export function revisionRefusal(supported: readonly string[]): string {
+  const theirs = supported.length === 0 ? 'none of the revisions the worker speaks' : `only MCP ${supported.join(', ')}`;
+  return (
+    `it speaks ${theirs} and refused the worker's initialize for ${LATEST_PROTOCOL_VERSION}; the worker's MCP client speaks ` +
+    `${SUPPORTED_PROTOCOL_VERSIONS.join(', ')}. Serve 2025-era clients too (a server of the v2 SDK does unless built with legacy: 'reject')`
+  );
 }

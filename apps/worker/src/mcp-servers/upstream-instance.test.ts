@@ -1,0 +1,34 @@
+import { SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/sdk/types.js';
+import { describe, expect, it } from 'vitest';
+import { refusedRevisions, revisionRefusal, UNSUPPORTED_PROTOCOL_VERSION } from './upstream-instance.js';
+
+describe('refusedRevisions', () => {
+  it("takes the revisions from an UnsupportedProtocolVersion error's data", () => {
+    expect(refusedRevisions(UNSUPPORTED_PROTOCOL_VERSION, { supported: ['2026-07-28'], requested: '2025-11-25' })).toEqual(['2026-07-28']);
+  });
+
+  it('keeps only strings shaped like revisions, so nothing else a server sent reaches a message', () => {
+    expect(refusedRevisions(UNSUPPORTED_PROTOCOL_VERSION, { supported: ['2026-07-28', 'Bearer sk-live-123', 7, null, '2026-07-28\nforged'] })).toEqual(['2026-07-28']);
+    expect(refusedRevisions(UNSUPPORTED_PROTOCOL_VERSION, { supported: 'everything' })).toEqual([]);
+    expect(refusedRevisions(UNSUPPORTED_PROTOCOL_VERSION, undefined)).toEqual([]);
+  });
+
+  it('is undefined for every other error code', () => {
+    expect(refusedRevisions(-32601, { supported: ['2026-07-28'] })).toBeUndefined();
+    expect(refusedRevisions('-32022', { supported: ['2026-07-28'] })).toBeUndefined();
+    expect(refusedRevisions(undefined, undefined)).toBeUndefined();
+  });
+});
+
+describe('revisionRefusal', () => {
+  it("names the server's revisions, the worker's, and the fix", () => {
+    const text = revisionRefusal(['2026-07-28']);
+    expect(text).toContain('it speaks only MCP 2026-07-28');
+    expect(text).toContain(SUPPORTED_PROTOCOL_VERSIONS.join(', '));
+    expect(text).toContain("legacy: 'reject'");
+  });
+
+  it('says so when the server named no revision', () => {
+    expect(revisionRefusal([])).toContain('it speaks none of the revisions the worker speaks');
+  });
+});

@@ -1,0 +1,94 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { isFleetError } from '@forge-fleet/shared';
+import { SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/sdk/types.js';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { HttpMcpInstance } from '../src/mcp-servers/http-instance.js';
+import { McpInstance } from '../src/mcp-servers/instance.js';
+import { findLaunchTools, type LaunchTools } from '../src/mcp-servers/launch-command.js';
+import { McpServerPool } from '../src/mcp-servers/server-pool.js';
+import { probeIsolation } from '../src/sandbox/probe.js';
+
+// Servers written on the v2 SDK, the SDK of MCP 2026-07-28: by default they serve 2025-era clients as well,
+// which is what the worker's client speaks; one built to refuse those clients must say so, not fail obscurely.
+const V2_SERVER = fileURLToPath(new URL('./fixtures/mcp-v2-server.mjs', import.meta.url));
+
+let tools: LaunchTools;
+const open: { close(): Promise<void> }[] = [];
+
+function track<T extends { close(): Promise<void> }>(thing: T): T {
+  open.push(thing);
+  return thing;
+}
+
+/** The fixture in http mode, on an ephemeral port. */
+async function startHttp(era: 'serve' | 'reject'): Promise<{ url: string; close(): Promise<void> }> {
+  const child: ChildProcess = spawn(process.execPath, [V2_SERVER, 'http', era], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const close = async (): Promise<void> => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    await exited;
+  };
+  const port = await new Promise<number>((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`the fixture exited (${code}) before listening`)));
+    if (child.stdout === null) throw new Error('no stdout');
+    createInterface({ input: child.stdout }).once('line', (line) => resolve((JSON.parse(line) as { port: number }).port));
+  });
+  return track({ url: `http://127.0.0.1:${port}/mcp`, close });
+}
+
+async function rejectionOf(promise: Promise<unknown>): Promise<{ code: unknown; message: string }> {
+  const err: unknown = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  if (!isFleetError(err)) throw new Error(`expected a FleetError, got ${String(err)}`);
+  return { code: err.code, message: err.message };
+}
+
+const stdio = (era: 'serve' | 'reject') => ({ command: process.execPath, args: [V2_SERVER, 'stdio', era], env: {}, startupTimeoutMs: 20_000 });
+
+beforeAll(() => {
+  tools = findLaunchTools(probeIsolation(), process.env.PATH ?? '');
+});
+
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((thing) => thing.close()));
+});
+
+describe('a server built on the v2 SDK (MCP 2026-07-28)', () => {
+  it('serves its tools over stdio: list, call, structured content', async () => {
+    const pool = track(new McpServerPool({ server: 'v2', launch: stdio('serve'), instances: { min: 1, max: 1 } }, tools));
+    await pool.start();
+    const listed = await pool.listTools();
+    expect(listed.map((t) => t.name)).toEqual(['add']);
+    expect(listed[0]?.outputSchema).toMatchObject({ type: 'object', properties: { sum: { type: 'number' } } });
+    expect(await pool.call({ tool: 'add', arguments: { a: 2, b: 40 } })).toMatchObject({ content: [{ type: 'text', text: '42' }], structuredContent: { sum: 42 } });
+  });
+
+  it('serves its tools as a Streamable HTTP upstream', async () => {
+    const upstream = await startHttp('serve');
+    const pool = track(new McpServerPool({ server: 'v2http', launch: { url: upstream.url }, instances: { min: 1, max: 1 } }, tools));
+    await pool.start();
+    expect((await pool.listTools()).map((t) => t.name)).toEqual(['add']);
+    expect(await pool.call({ tool: 'add', arguments: { a: 1, b: 2 } })).toMatchObject({ structuredContent: { sum: 3 } });
+  });
+
+  it('that serves 2026-07-28 only fails to start over stdio with UNAVAILABLE naming both sides\' revisions and the fix', async () => {
+    const failure = await rejectionOf(McpInstance.start({ server: 'modern', launch: stdio('reject'), tools }));
+    expect(failure.code).toBe('UNAVAILABLE');
+    expect(failure.message).toContain("MCP server 'modern'");
+    expect(failure.message).toContain('it speaks only MCP 2026-07-28');
+    expect(failure.message).toContain(SUPPORTED_PROTOCOL_VERSIONS.join(', '));
+    expect(failure.message).toContain("legacy: 'reject'");
+  });
+
+  it('that serves 2026-07-28 only fails to start over HTTP the same way, not as a bare HTTP 400', async () => {
+    const upstream = await startHttp('reject');
+    const failure = await rejectionOf(HttpMcpInstance.start({ server: 'modern-http', launch: { url: upstream.url, headers: {}, startupTimeoutMs: 10_000 } }));
+    expect(failure.code).toBe('UNAVAILABLE');
+    expect(failure.message).toContain('it speaks only MCP 2026-07-28');
+    expect(failure.message).not.toContain('HTTP 400');
+  });
+});
