@@ -164,6 +164,25 @@ describe('a pool of MCP server instances', () => {
     expect(textOf(await pool.call({ tool: 'echo', arguments: { message: 'again' } }))).toBe('Echo: again');
   });
 
+  it('fails only the call whose answer is too large, with RESOURCE_LIMIT, and the instance serves on (also past a crash loop\'s count)', async () => {
+    const pool = track(new McpServerPool({ server: 'probe', launch: probeServer, instances: { min: 1, max: 1 }, callsPerInstance: 8 }, tools));
+    await pool.start();
+    const [pid] = pidsOf(pool);
+    // A call in flight beside them must not be cut short either.
+    let besideSettled = false;
+    const beside = pool.call({ tool: 'wait', arguments: {} }).finally(() => (besideSettled = true));
+    for (let i = 0; i < 6; i += 1) {
+      expect(await failureOf(pool.call({ tool: 'huge', arguments: {} }))).toMatchObject({ code: 'RESOURCE_LIMIT', details: { toolName: 'huge', limit: 'output' } });
+    }
+    expect(textOf(await pool.call({ tool: 'huge-notice', arguments: {} }))).toBe('after the notice');
+    expect(pidsOf(pool)).toEqual([pid]);
+    expect(pool.status().state).toBe('running');
+    expect(textOf(await pool.call({ tool: 'pid', arguments: {} }))).toBe(String(pid));
+    expect(besideSettled).toBe(false);
+    await pool.close();
+    expect(await failureOf(beside)).toMatchObject({ code: 'MCP_SERVER_LOST' });
+  });
+
   it('replaces an instance that stops answering after a call timed out', async () => {
     const pool = track(new McpServerPool({ server: 'probe', launch: probeServer, instances: { min: 1, max: 1 }, pingTimeoutMs: 200, restart: { initialDelayMs: 10 } }, tools));
     await pool.start();

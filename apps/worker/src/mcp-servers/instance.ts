@@ -4,6 +4,7 @@ import { McpServerLostError, UnavailableError } from '@forge-fleet/shared';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { type JSONRPCMessage, McpError, ErrorCode as McpErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import { Outbox } from '../sandbox/framing.js';
+import { AnswerLines } from './answer-lines.js';
 import { GroupReaper } from './group-reaper.js';
 import { type LaunchTools, stdioLaunch } from './launch-command.js';
 import type { McpStdioLaunch } from './pool-options.js';
@@ -37,6 +38,10 @@ class SpawnAwareTransport extends StdioClientTransport {
   constructor(parameters: ConstructorParameters<typeof StdioClientTransport>[0], reaperShell: string | undefined) {
     super(parameters);
     this.#reaperShell = reaperShell;
+    // The SDK's reader, in a field TypeScript calls private (SDK pinned in package-lock.json), closes the
+    // connection on an oversized message; ours drops that message and fails only its call (answer-lines.ts).
+    const self = this as unknown as { _readBuffer?: unknown };
+    if (self._readBuffer !== undefined) self._readBuffer = new AnswerLines();
   }
 
   override async start(): Promise<void> {

@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { CancelledError, ExecutionFailedError, ExecutionTimeoutError, isFleetError, type McpServerLostError } from '@forge-fleet/shared';
+import { CancelledError, ExecutionFailedError, ExecutionTimeoutError, isFleetError, type McpServerLostError, ResourceLimitError } from '@forge-fleet/shared';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { z } from 'zod';
 import {
@@ -13,6 +13,7 @@ import {
   type Tool,
   ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
+import { MAX_MESSAGE_BYTES, tooLargeBytes } from './answer-lines.js';
 
 /** A `tools/call` result taken as the server sent it (an object); resultOf in mcp-tool-executor.ts checks it. */
 const ANY_RESULT = z.custom<CallToolResult>((value) => typeof value === 'object' && value !== null && !Array.isArray(value), 'a tools/call result must be an object');
@@ -195,6 +196,8 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
     if (isFleetError(err)) return err;
     if (options.signal?.aborted === true) return new CancelledError(name, this.describe(options.signal.reason));
     if (isMcpError(err, McpErrorCode.RequestTimeout)) return new ExecutionTimeoutError(name, options.timeoutMs);
+    const tooLarge = tooLargeBytes(err);
+    if (tooLarge !== undefined) return new ResourceLimitError(name, 'output', `MCP server '${this.server}' answered with ${tooLarge} bytes, over the ${MAX_MESSAGE_BYTES} a server's message may be`);
     if (this.#ended || isMcpError(err, McpErrorCode.ConnectionClosed) || (err instanceof Error && err.message === 'Not connected')) return this.lost(name, err);
     if (this.connectionFailed(err)) return this.lost(name, err);
     return new ExecutionFailedError(name, `MCP server '${this.server}' refused the call: ${this.describe(err)}`, {

@@ -1,0 +1,140 @@
+import { type JSONRPCMessage, JSONRPCMessageSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
+
+/**
+ * The most bytes one message of a stdio server may take. Past it the message
+ * is dropped as it streams in, never held whole. A result this large is far
+ * past any `FORGE_MAX_RESULT_BYTES` that makes sense (1 MiB by default): the
+ * fleet would refuse it anyway once parsed.
+ */
+export const MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
+
+/** What of an oversized message is kept to find its request id: JSON-RPC writers put `id` first or last. */
+const EDGE_BYTES = 512;
+
+/** The JSON-RPC error code of the answer the worker makes up for a dropped one (JSON-RPC's server-error range). */
+const ANSWER_TOO_LARGE = -32090;
+
+/** Marks that answer as the worker's own: a server may send any code, but not this key in its data. */
+const MARK = 'forgeDroppedAnswerBytes';
+
+/** A request id at the very start (`{"jsonrpc":"2.0","id":7,…`, `{"id":7,…`) or end (`…,"id":7}`) of a message. */
+const ID_AT_START = /^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")/;
+const ID_AT_END = /[,{]\s*"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*\}\s*$/;
+
+/**
+ * Splits a stdio server's output into JSON-RPC messages, as the SDK's
+ * ReadBuffer does, but with each message bounded rather than the whole
+ * buffer. The SDK's reader closes the connection when its buffer passes
+ * 10 MB: one oversized result (a 20 MB file read) killed the instance, ended
+ * every call on it MCP_SERVER_LOST, and counted towards the crash loop that
+ * withdraws the server's tools from every caller. Here an oversized message
+ * is dropped as it arrives; if it was an answer, its request gets an error
+ * answer instead ({@link tooLargeBytes}), so only that call fails, with
+ * RESOURCE_LIMIT, and the instance serves on. Lines are also gathered as a
+ * list of chunks, not by copying the buffer on every chunk.
+ *
+ * It has the SDK reader's three methods, which the SDK's stdio transport calls.
+ */
+export class AnswerLines {
+  readonly #maxBytes: number;
+  /** The unfinished line's chunks, and their length. */
+  #parts: Buffer[] = [];
+  #size = 0;
+  /** An oversized line being dropped: its length so far, its first and its latest bytes. */
+  #dropping: { bytes: number; head: Buffer; tail: Buffer } | undefined;
+  /** Finished lines (text to parse) and made-up answers, in order. */
+  readonly #ready: (string | JSONRPCMessage)[] = [];
+
+  constructor(maxBytes = MAX_MESSAGE_BYTES) {
+    this.#maxBytes = maxBytes;
+  }
+
+  append(chunk: Buffer): void {
+    let start = 0;
+    while (start <= chunk.length) {
+      const newline = chunk.indexOf(10, start);
+      const end = newline === -1 ? chunk.length : newline;
+      if (end > start) this.#take(chunk.subarray(start, end));
+      if (newline === -1) return;
+      this.#endLine();
+      start = newline + 1;
+    }
+  }
+
+  /** The next message, or null when no whole line is waiting. @throws what parsing a line that is not a JSON-RPC message throws (the SDK logs it and reads on). */
+  readMessage(): JSONRPCMessage | null {
+    const next = this.#ready.shift();
+    if (next === undefined) return null;
+    return typeof next === 'string' ? JSONRPCMessageSchema.parse(JSON.parse(next)) : next;
+  }
+
+  clear(): void {
+    this.#parts = [];
+    this.#size = 0;
+    this.#dropping = undefined;
+  }
+
+  #take(part: Buffer): void {
+    const dropping = this.#dropping;
+    if (dropping !== undefined) {
+      dropping.bytes += part.length;
+      dropping.tail = lastBytes(dropping.tail, part);
+      return;
+    }
+    if (this.#size + part.length <= this.#maxBytes) {
+      this.#parts.push(part);
+      this.#size += part.length;
+      return;
+    }
+    const held = Buffer.concat([...this.#parts, part.subarray(0, EDGE_BYTES)]);
+    this.#dropping = { bytes: this.#size + part.length, head: held.subarray(0, EDGE_BYTES), tail: lastBytes(Buffer.concat(this.#parts), part) };
+    this.#parts = [];
+    this.#size = 0;
+  }
+
+  #endLine(): void {
+    const dropping = this.#dropping;
+    if (dropping !== undefined) {
+      this.#dropping = undefined;
+      const id = idOf(dropping.head, dropping.tail);
+      // Without an id it was a notification (or not JSON-RPC): nothing waits for it.
+      if (id !== undefined) {
+        this.#ready.push({
+          jsonrpc: '2.0',
+          id,
+          error: { code: ANSWER_TOO_LARGE, message: `the server's answer was ${dropping.bytes} bytes, over the ${this.#maxBytes} a message may be`, data: { [MARK]: dropping.bytes } },
+        });
+      }
+      return;
+    }
+    if (this.#size === 0) return;
+    const line = (this.#parts.length === 1 ? (this.#parts[0] as Buffer) : Buffer.concat(this.#parts, this.#size)).toString('utf8').replace(/\r$/, '');
+    this.#parts = [];
+    this.#size = 0;
+    this.#ready.push(line);
+  }
+}
+
+/** The bytes of the answer dropped for being too large, when `err` is the error of such a request; else undefined. */
+export function tooLargeBytes(err: unknown): number | undefined {
+  if (!(err instanceof McpError) || err.code !== ANSWER_TOO_LARGE) return undefined;
+  const bytes = (err.data as Record<string, unknown> | undefined)?.[MARK];
+  return typeof bytes === 'number' ? bytes : undefined;
+}
+
+/** The last {@link EDGE_BYTES} of `before` followed by `part`. */
+function lastBytes(before: Buffer, part: Buffer): Buffer {
+  if (part.length >= EDGE_BYTES) return Buffer.from(part.subarray(part.length - EDGE_BYTES));
+  return Buffer.from(Buffer.concat([before, part]).subarray(-EDGE_BYTES));
+}
+
+function idOf(head: Buffer, tail: Buffer): string | number | undefined {
+  const found = ID_AT_START.exec(head.toString('latin1'))?.[1] ?? ID_AT_END.exec(tail.toString('latin1'))?.[1];
+  if (found === undefined) return undefined;
+  try {
+    const id: unknown = JSON.parse(found);
+    return typeof id === 'string' || typeof id === 'number' ? id : undefined;
+  } catch {
+    return undefined;
+  }
+}
