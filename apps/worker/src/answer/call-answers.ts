@@ -44,7 +44,10 @@ export class CallAnswers {
     const { id } = envelope.call;
     let json = JSON.stringify(result);
     if (json.length > d.maxResultBytes && Buffer.byteLength(json) > d.maxResultBytes) {
-      const limit = new ResourceLimitError(envelope.call.name, 'output', `the result is ${Buffer.byteLength(json)} bytes of JSON, the limit is ${d.maxResultBytes} (FORGE_MAX_RESULT_BYTES)`);
+      const limit = new ResourceLimitError(envelope.call.name, 'output', `the result is ${Buffer.byteLength(json)} bytes of JSON, the limit is ${d.maxResultBytes} (FORGE_MAX_RESULT_BYTES)`, {
+        by: 'the worker',
+        remedy: "ask for less in one call, or have the worker's operator raise FORGE_MAX_RESULT_BYTES",
+      });
       status = 'failed';
       result = errorResult(envelope.call, limit);
       json = JSON.stringify(result);

@@ -197,7 +197,12 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
     if (options.signal?.aborted === true) return new CancelledError(name, this.describe(options.signal.reason));
     if (isMcpError(err, McpErrorCode.RequestTimeout)) return new ExecutionTimeoutError(name, options.timeoutMs);
     const tooLarge = tooLargeBytes(err);
-    if (tooLarge !== undefined) return new ResourceLimitError(name, 'output', `MCP server '${this.server}' answered with ${tooLarge} bytes, over the ${MAX_MESSAGE_BYTES} a server's message may be`);
+    if (tooLarge !== undefined) {
+      return new ResourceLimitError(name, 'output', `MCP server '${this.server}' answered with ${tooLarge} bytes, over the ${MAX_MESSAGE_BYTES} a server's message may be`, {
+        by: 'the worker',
+        remedy: 'ask for less in one call (a part of the file, a page of the results)',
+      });
+    }
     if (this.#ended || isMcpError(err, McpErrorCode.ConnectionClosed) || (err instanceof Error && err.message === 'Not connected')) return this.lost(name, err);
     if (this.connectionFailed(err)) return this.lost(name, err);
     return new ExecutionFailedError(name, `MCP server '${this.server}' refused the call: ${this.describe(err)}`, {

@@ -456,9 +456,18 @@ export class ForbiddenError extends FleetError {
   }
 }
 
+/** Who stopped a call at a limit, and what the caller can change: a sandbox's limits are the pool's to raise; the worker's bounds on a result are not the caller's. */
+export interface ResourceLimitWho {
+  /** @defaultValue 'its sandbox' */
+  readonly by?: string;
+  /** @defaultValue "lower the work per call or raise the pool's sandbox limit" */
+  readonly remedy?: string;
+}
+
 /**
- * A tool's sandbox hit one of its limits (CPU time, memory, output size) and
- * was stopped. Running it again with the same arguments hits the same limit.
+ * A call hit one of its limits (CPU time, memory, output size) and was
+ * stopped: by its sandbox, or by the worker refusing a result too large.
+ * Running it again with the same arguments hits the same limit.
  */
 export class ResourceLimitError extends FleetError {
   readonly code = ErrorCode.RESOURCE_LIMIT;
@@ -466,8 +475,10 @@ export class ResourceLimitError extends FleetError {
     readonly toolName: string,
     readonly limit: string,
     detail: string,
+    who: ResourceLimitWho = {},
   ) {
-    super(`tool '${toolName}' was stopped by its sandbox: ${limit} limit reached (${detail}); lower the work per call or raise the pool's sandbox limit`, { toolName, limit, detail });
+    const { by = 'its sandbox', remedy = "lower the work per call or raise the pool's sandbox limit" } = who;
+    super(`tool '${toolName}' was stopped by ${by}: ${limit} limit reached (${detail}); ${remedy}`, { toolName, limit, detail });
   }
 }
 
