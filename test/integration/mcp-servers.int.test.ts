@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { existsSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
+import { fileURLToPath } from 'node:url';
 import { FleetClient } from '@forge-fleet/client';
 import { freePort } from '@forge-fleet/local-redis';
 import { CallView, type ToolResult } from '@forge-fleet/shared';
@@ -30,6 +31,9 @@ const CALL_TIMEOUT_MS = 20_000;
 
 /** What the fleet's /mcp sends as progress for a call's own statuses (not the tool's reports). */
 const STATUS_NOTICES = new Set(['queued', 'running', 'awaiting_approval', 'completed', 'failed', 'cancelled']);
+
+/** A server of the v2 SDK that refuses 2025-era clients: MCP 2026-07-28 only (`legacy: 'reject'`). */
+const MODERN_SERVER = fileURLToPath(new URL('../../apps/worker/test/fixtures/mcp-v2-server.mjs', import.meta.url));
 
 const byName = <T extends { name: string }>(tools: readonly T[]): Map<string, T> => new Map(tools.map((t) => [t.name, t]));
 
@@ -74,7 +78,7 @@ describe('real MCP servers on a fleet', () => {
   let tcpPort = 0;
   let tcpConnections = 0;
 
-  const grants = ['everything.*', 'memory.*', 'py.*', 'pyretry.*', 'pydyn.*'];
+  const grants = ['everything.*', 'memory.*', 'py.*', 'pyretry.*', 'pydyn.*', 'modern.*'];
 
   async function connect(bearer = token): Promise<Client> {
     const mcpClient = new Client({ name: 'forge-fleet-mcp-servers-tests', version: '0.0.0' });
@@ -134,6 +138,7 @@ describe('real MCP servers on a fleet', () => {
       py: mcp.python('py.runs'),
       pyretry: mcp.python('pyretry.runs', { tools: { wait: { retryable: true } } }),
       pydyn: mcp.python('pydyn.runs'),
+      modern: { command: process.execPath, args: [MODERN_SERVER, 'stdio', 'reject'] },
       missing: { command: '/nonexistent/forge-no-such-mcp-server', restartBackoff: { initialMs: 50, maxMs: 200 } },
     });
     const metricsPort = await freePort();
@@ -326,6 +331,16 @@ describe('real MCP servers on a fleet', () => {
         const viaMcp = contentOf(await (await connect()).callTool({ name: 'everything.get-resource-reference', arguments: { resourceType, resourceId: 3 } }));
         expect(untimed(viaMcp)).toEqual(untimed(source));
       }
+    });
+  });
+
+  describe('a server that speaks only MCP 2026-07-28', () => {
+    it('serves its tools on every entrance: the worker bridges the revision', async () => {
+      expect(await client.call('modern.add', { a: 2, b: 3 })).toMatchObject({ isError: false, content: '5', structuredContent: { sum: 5 } });
+      expect((await httpCall('modern.add', { a: 4, b: 5 })).result).toMatchObject({ isError: false, structuredContent: { sum: 9 } });
+      const viaMcp = await connect();
+      expect(byName(await listAll(viaMcp)).get('modern.add')?.outputSchema).toMatchObject({ properties: { sum: { type: 'number' } } });
+      expect(await viaMcp.callTool({ name: 'modern.add', arguments: { a: 1, b: 1 } })).toMatchObject({ structuredContent: { sum: 2 } });
     });
   });
 

@@ -62,8 +62,8 @@ describe('a server built on the v2 SDK (MCP 2026-07-28)', () => {
     const pool = track(new McpServerPool({ server: 'v2', launch: stdio('serve'), instances: { min: 1, max: 1 } }, tools));
     await pool.start();
     const listed = await pool.listTools();
-    expect(listed.map((t) => t.name)).toEqual(['add']);
-    expect(listed[0]?.outputSchema).toMatchObject({ type: 'object', properties: { sum: { type: 'number' } } });
+    expect(listed.map((t) => t.name).sort()).toEqual(['add', 'grow', 'slow']);
+    expect(listed.find((t) => t.name === 'add')?.outputSchema).toMatchObject({ type: 'object', properties: { sum: { type: 'number' } } });
     expect(await pool.call({ tool: 'add', arguments: { a: 2, b: 40 } })).toMatchObject({ content: [{ type: 'text', text: '42' }], structuredContent: { sum: 42 } });
   });
 
@@ -71,17 +71,50 @@ describe('a server built on the v2 SDK (MCP 2026-07-28)', () => {
     const upstream = await startHttp('serve');
     const pool = track(new McpServerPool({ server: 'v2http', launch: { url: upstream.url }, instances: { min: 1, max: 1 } }, tools));
     await pool.start();
-    expect((await pool.listTools()).map((t) => t.name)).toEqual(['add']);
+    expect((await pool.listTools()).map((t) => t.name).sort()).toEqual(['add', 'grow', 'slow']);
     expect(await pool.call({ tool: 'add', arguments: { a: 1, b: 2 } })).toMatchObject({ structuredContent: { sum: 3 } });
   });
 
-  it('that serves 2026-07-28 only fails to start over stdio with UNAVAILABLE naming both sides\' revisions and the fix', async () => {
-    const failure = await rejectionOf(McpInstance.start({ server: 'modern', launch: stdio('reject'), tools }));
-    expect(failure.code).toBe('UNAVAILABLE');
-    expect(failure.message).toContain("MCP server 'modern'");
-    expect(failure.message).toContain('it speaks only MCP 2026-07-28');
-    expect(failure.message).toContain(SUPPORTED_PROTOCOL_VERSIONS.join(', '));
-    expect(failure.message).toContain("legacy: 'reject'");
+  it('that serves 2026-07-28 only is served over stdio all the same: list, call, structured content, a second instance', async () => {
+    const pool = track(new McpServerPool({ server: 'modern', launch: stdio('reject'), instances: { min: 2, max: 2 } }, tools));
+    await pool.start();
+    expect(pool.status().instances).toHaveLength(2);
+    const listed = await pool.listTools();
+    expect(listed.map((t) => t.name).sort()).toEqual(['add', 'grow', 'slow']);
+    expect(listed.find((t) => t.name === 'add')?.outputSchema).toMatchObject({ properties: { sum: { type: 'number' } } });
+    const sums = await Promise.all([1, 2, 3, 4].map((a) => pool.call({ tool: 'add', arguments: { a, b: 10 } })));
+    expect(sums.map((r) => r.structuredContent)).toEqual([{ sum: 11 }, { sum: 12 }, { sum: 13 }, { sum: 14 }]);
+  });
+
+  it('that serves 2026-07-28 only gets its progress to the caller, a cancel to the server, and a still-answering check', async () => {
+    const instance = track(await McpInstance.start({ server: 'modern', launch: stdio('reject'), tools }));
+    const progress: number[] = [];
+    const counted = await instance.callTool('slow', { steps: 3, ms: 10 }, { timeoutMs: 10_000, onProgress: (p) => progress.push(p.progress) });
+    expect(counted.content).toEqual([{ type: 'text', text: 'counted 3' }]);
+    expect(progress).toEqual([1, 2, 3]);
+
+    const abort = new AbortController();
+    let running: Promise<unknown> | undefined;
+    await new Promise<void>((resolve) => {
+      running = instance.callTool('slow', { steps: 500, ms: 20 }, { timeoutMs: 60_000, signal: abort.signal, onProgress: () => resolve() });
+    });
+    abort.abort();
+    expect(await rejectionOf(running ?? Promise.resolve())).toMatchObject({ code: 'CANCELLED' });
+    // The server's handler saw the cancel and stopped (it says so on stderr), long before its 10 s of steps.
+    await expect.poll(() => instance.stderrTail, { timeout: 5_000 }).toContain('slow: cancelled at step');
+    expect(instance.alive).toBe(true);
+    // Removed in 2026-07-28; the bridge asks the server's discovery instead.
+    expect(await instance.ping(5_000)).toBe(true);
+    expect(await instance.callTool('add', { a: 1, b: 1 }, { timeoutMs: 10_000 })).toMatchObject({ structuredContent: { sum: 2 } });
+  });
+
+  it('that serves 2026-07-28 only tells the pool when its tool list changes', async () => {
+    const pool = track(new McpServerPool({ server: 'modern', launch: stdio('reject'), instances: { min: 1, max: 1 } }, tools));
+    await pool.start();
+    const changed = new Promise<void>((resolve) => pool.once('toolsChanged', () => resolve()));
+    expect(await pool.call({ tool: 'grow', arguments: {} })).toMatchObject({ content: [{ type: 'text', text: 'grown' }] });
+    await changed;
+    expect((await pool.listTools()).map((t) => t.name).sort()).toEqual(['add', 'added', 'grow', 'slow']);
   });
 
   it('that serves 2026-07-28 only fails to start over HTTP the same way, not as a bare HTTP 400', async () => {
@@ -89,6 +122,9 @@ describe('a server built on the v2 SDK (MCP 2026-07-28)', () => {
     const failure = await rejectionOf(HttpMcpInstance.start({ server: 'modern-http', launch: { url: upstream.url, headers: {}, startupTimeoutMs: 10_000 } }));
     expect(failure.code).toBe('UNAVAILABLE');
     expect(failure.message).toContain('it speaks only MCP 2026-07-28');
+    expect(failure.message).toContain(SUPPORTED_PROTOCOL_VERSIONS.join(', '));
+    expect(failure.message).toContain("legacy: 'reject'");
+    expect(failure.message).toContain('run it over stdio');
     expect(failure.message).not.toContain('HTTP 400');
   });
 });

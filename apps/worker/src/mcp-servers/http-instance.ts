@@ -3,6 +3,7 @@ import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontex
 import { ErrorCode as McpErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import type { McpHttpLaunch } from './pool-options.js';
 import { revealAll } from './secret-value.js';
+import { MODERN_REVISION } from './modern-era.js';
 import { isMcpError, refusedRevisions, revisionRefusal, UpstreamInstance, type UpstreamHooks } from './upstream-instance.js';
 
 /** How long ending a session may wait for the upstream to answer its DELETE: one that hangs must not hold up a worker's shutdown. */
@@ -123,7 +124,11 @@ export class HttpMcpInstance extends UpstreamInstance {
       return `it refused the session with HTTP ${err.code}; check the credentials in its headers (the values are not shown)`;
     }
     const revisions = err instanceof StreamableHTTPError && err.code === 400 ? refusedRevisionsOf(err.message) : undefined;
-    if (revisions !== undefined) return revisionRefusal(revisions);
+    if (revisions !== undefined) {
+      // Over stdio the worker bridges to such a server (modern-era.ts); over HTTP it would need the 2026 transport too.
+      const bridged = revisions.includes(MODERN_REVISION) ? `; or run it over stdio (command, not url), where the worker speaks ${MODERN_REVISION} too` : '';
+      return `${revisionRefusal(revisions)}${bridged}`;
+    }
     if (err instanceof StreamableHTTPError && err.code !== undefined && err.code > 0) return `it answered initialize with HTTP ${err.code}`;
     return `it cannot be reached: ${this.describe(err)}`;
   }

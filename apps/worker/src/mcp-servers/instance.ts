@@ -2,9 +2,10 @@ import type { ChildProcess } from 'node:child_process';
 import type { Stream } from 'node:stream';
 import { McpServerLostError, UnavailableError } from '@forge-fleet/shared';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { type JSONRPCMessage, McpError, ErrorCode as McpErrorCode } from '@modelcontextprotocol/sdk/types.js';
+import { type JSONRPCMessage, McpError, ErrorCode as McpErrorCode, SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/sdk/types.js';
 import { Outbox } from '../sandbox/framing.js';
 import { AnswerLines } from './answer-lines.js';
+import { MODERN_REVISION, ModernEraBridge } from './modern-era.js';
 import { GroupReaper } from './group-reaper.js';
 import { type LaunchTools, stdioLaunch } from './launch-command.js';
 import type { McpStdioLaunch } from './pool-options.js';
@@ -33,11 +34,18 @@ class SpawnAwareTransport extends StdioClientTransport {
   reaper: GroupReaper | undefined;
   #outbox: Outbox | undefined;
   readonly #reaperShell: string | undefined;
+  readonly #modern: boolean;
+  /** Between the client and a server that speaks only MCP 2026-07-28 (see modern-era.ts); undefined for every other server. */
+  #bridge: ModernEraBridge | undefined;
 
-  /** @param reaperShell the shell to run a group reaper in, or undefined where a PID namespace reaps. */
-  constructor(parameters: ConstructorParameters<typeof StdioClientTransport>[0], reaperShell: string | undefined) {
+  /**
+   * @param reaperShell the shell to run a group reaper in, or undefined where a PID namespace reaps.
+   * @param modern whether the server speaks only MCP 2026-07-28, so the client's messages go through a {@link ModernEraBridge}.
+   */
+  constructor(parameters: ConstructorParameters<typeof StdioClientTransport>[0], reaperShell: string | undefined, modern: boolean) {
     super(parameters);
     this.#reaperShell = reaperShell;
+    this.#modern = modern;
     // The SDK's reader, in a field TypeScript calls private (SDK pinned in package-lock.json), closes the
     // connection on an oversized message; ours drops that message and fails only its call (answer-lines.ts).
     const self = this as unknown as { _readBuffer?: unknown };
@@ -52,9 +60,25 @@ class SpawnAwareTransport extends StdioClientTransport {
     // ever gone, sends would go one write each, through the SDK's own send.
     const stdin = (this as unknown as { _process?: ChildProcess })._process?.stdin;
     if (stdin != null) this.#outbox = new Outbox((text) => stdin.write(text));
+    if (this.#modern) {
+      // The client set its handler before it started the transport; the bridge goes in front of it.
+      const toClient = this.onmessage;
+      const bridge = new ModernEraBridge(
+        (message) => void this.#write(message),
+        (message) => toClient?.(message),
+      );
+      this.#bridge = bridge;
+      this.onmessage = (message) => bridge.fromServer(message);
+    }
   }
 
   override send(message: JSONRPCMessage): Promise<void> {
+    if (this.#bridge === undefined) return this.#write(message);
+    this.#bridge.fromClient(message);
+    return Promise.resolve();
+  }
+
+  #write(message: JSONRPCMessage): Promise<void> {
     if (this.#outbox === undefined || this.pid === null) return super.send(message);
     this.#outbox.send(JSON.stringify(message));
     return Promise.resolve();
@@ -72,6 +96,14 @@ class SpawnAwareTransport extends StdioClientTransport {
 const REDACTED = '[redacted]';
 /** Shorter values are not redacted: replacing every `1` or `on` of a tail would hide the tail, not a secret. */
 const MIN_REDACTED_LENGTH = 4;
+
+/**
+ * The servers found to speak only MCP 2026-07-28 (they refused the 2025-era
+ * `initialize` with that revision as the one they speak), by their launch: the
+ * pool keeps one launch object per server, so each of its later instances
+ * starts bridged at once.
+ */
+const MODERN_ONLY = new WeakSet<McpStdioLaunch>();
 
 /**
  * One running stdio MCP server process, connected with the official SDK's
@@ -101,7 +133,8 @@ export class McpInstance extends UpstreamInstance {
     const instance = new McpInstance(server, options);
     instance.#secrets = (launch.secrets ?? []).filter((v) => v.length >= MIN_REDACTED_LENGTH);
     const { parameters, needsReaper } = stdioLaunch(options.tools, launch);
-    const transport = new SpawnAwareTransport(parameters, needsReaper ? options.tools.sh : undefined);
+    const modern = MODERN_ONLY.has(launch);
+    const transport = new SpawnAwareTransport(parameters, needsReaper ? options.tools.sh : undefined, modern);
     // Drained from the start: a server blocked on a full stderr pipe would hang; only a bounded tail is kept.
     transport.stderr?.on('data', (chunk: Buffer) => {
       instance.#stderrTail = (instance.#stderrTail + chunk.toString('utf8')).slice(-STDERR_TAIL_BYTES);
@@ -117,10 +150,15 @@ export class McpInstance extends UpstreamInstance {
       // What it printed before it died is the likeliest reason: read the rest of its stderr (briefly) before saying why.
       await stderrEnded(transport.stderr, STDERR_DRAIN_MS);
       const revisions = err instanceof McpError ? refusedRevisions(err.code, err.data) : undefined;
+      if (!modern && revisions?.includes(MODERN_REVISION) === true) {
+        // Known from here on: the pool's next instances of this server start bridged, without a refused handshake first.
+        MODERN_ONLY.add(launch);
+        return McpInstance.start(options);
+      }
       const reason = isMcpError(err, McpErrorCode.RequestTimeout)
         ? `it did not answer initialize within ${launch.startupTimeoutMs} ms`
         : revisions !== undefined
-          ? revisionRefusal(revisions)
+          ? revisionRefusal(revisions, [...SUPPORTED_PROTOCOL_VERSIONS, MODERN_REVISION])
           : `it failed to start: ${errorText(err)}`;
       const tail = instance.stderrTail.trim();
       throw new UnavailableError(`${reason}${tail === '' ? '' : `; its stderr: ${tail.slice(-1000)}`}`, { what: `MCP server '${server}' (${launch.command})`, cause: err });

@@ -28,6 +28,12 @@ describe('revisionRefusal', () => {
     expect(text).toContain("legacy: 'reject'");
   });
 
+  it('names the revisions the worker speaks on that transport when told them', () => {
+    const text = revisionRefusal(['2027-01-01'], [...SUPPORTED_PROTOCOL_VERSIONS, '2026-07-28']);
+    expect(text).toContain('it speaks only MCP 2027-01-01');
+    expect(text).toContain(`${SUPPORTED_PROTOCOL_VERSIONS.join(', ')}, 2026-07-28 here`);
+  });
+
   it('says so when the server named no revision', () => {
     expect(revisionRefusal([])).toContain('it speaks none of the revisions the worker speaks');
   });

@@ -238,13 +238,17 @@ export function refusedRevisions(code: unknown, data: unknown): string[] | undef
 /**
  * Why a server that refused the worker's protocol revision cannot be served,
  * for `/readyz` and the log. The worker's client (SDK 1.x) speaks the 2025-era
- * handshake; a server built on the v2 SDK serves such clients unless it was
- * built to refuse them (`legacy: 'reject'`), and that is the one fix.
+ * handshake; over stdio the worker also bridges to a server that speaks only
+ * MCP 2026-07-28 (modern-era.ts), over HTTP it does not. A server of the v2 SDK
+ * serves 2025-era clients unless built to refuse them (`legacy: 'reject'`).
+ *
+ * @param supported the revisions the server says it speaks
+ * @param workerSpeaks the revisions the worker speaks on this transport
  */
-export function revisionRefusal(supported: readonly string[]): string {
+export function revisionRefusal(supported: readonly string[], workerSpeaks: readonly string[] = SUPPORTED_PROTOCOL_VERSIONS): string {
   const theirs = supported.length === 0 ? 'none of the revisions the worker speaks' : `only MCP ${supported.join(', ')}`;
   return (
     `it speaks ${theirs} and refused the worker's initialize for ${LATEST_PROTOCOL_VERSION}; the worker's MCP client speaks ` +
-    `${SUPPORTED_PROTOCOL_VERSIONS.join(', ')}. Serve 2025-era clients too (a server of the v2 SDK does unless built with legacy: 'reject')`
+    `${workerSpeaks.join(', ')} here. Serve 2025-era clients too (a server of the v2 SDK does unless built with legacy: 'reject')`
   );
 }
