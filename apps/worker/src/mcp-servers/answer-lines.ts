@@ -16,6 +16,7 @@ const ANSWER_TOO_LARGE = -32090;
 
 /** Marks that answer as the worker's own: a server may send any code, but not this key in its data. */
 const MARK = 'forgeDroppedAnswerBytes';
+const AT_LEAST = 'forgeDroppedAnswerUnread';
 
 /** A request id at the very start (`{"jsonrpc":"2.0","id":7,…`, `{"id":7,…`) or end (`…,"id":7}`) of a message. */
 const ID_AT_START = /^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")/;
@@ -99,11 +100,7 @@ export class AnswerLines {
       const id = idOf(dropping.head, dropping.tail);
       // Without an id it was a notification (or not JSON-RPC): nothing waits for it.
       if (id !== undefined) {
-        this.#ready.push({
-          jsonrpc: '2.0',
-          id,
-          error: { code: ANSWER_TOO_LARGE, message: `the server's answer was ${dropping.bytes} bytes, over the ${this.#maxBytes} a message may be`, data: { [MARK]: dropping.bytes } },
-        });
+        this.#ready.push(tooLargeAnswer(id, dropping.bytes, this.#maxBytes));
       }
       return;
     }
@@ -115,11 +112,26 @@ export class AnswerLines {
   }
 }
 
-/** The bytes of the answer dropped for being too large, when `err` is the error of such a request; else undefined. */
-export function tooLargeBytes(err: unknown): number | undefined {
+/**
+ * The answer the worker makes up for a request whose answer it dropped for
+ * being over `maxBytes` (here, and in bounded-fetch.ts for HTTP upstreams).
+ *
+ * @param atLeast the answer was not read to its end: `bytes` is what was read of it
+ */
+export function tooLargeAnswer(id: string | number, bytes: number, maxBytes: number, atLeast = false): JSONRPCMessage {
+  return {
+    jsonrpc: '2.0',
+    id,
+    error: { code: ANSWER_TOO_LARGE, message: `the server's answer was ${atLeast ? 'over ' : ''}${bytes} bytes, over the ${maxBytes} a message may be`, data: { [MARK]: bytes, [AT_LEAST]: atLeast } },
+  };
+}
+
+/** The size of the answer dropped for being too large, when `err` is the error of such a request; else undefined. */
+export function tooLargeBytes(err: unknown): { bytes: number; atLeast: boolean } | undefined {
   if (!(err instanceof McpError) || err.code !== ANSWER_TOO_LARGE) return undefined;
-  const bytes = (err.data as Record<string, unknown> | undefined)?.[MARK];
-  return typeof bytes === 'number' ? bytes : undefined;
+  const data = err.data as Record<string, unknown> | undefined;
+  const bytes = data?.[MARK];
+  return typeof bytes === 'number' ? { bytes, atLeast: data?.[AT_LEAST] === true } : undefined;
 }
 
 /** The last {@link EDGE_BYTES} of `before` followed by `part`. */

@@ -3,6 +3,7 @@ import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontex
 import { ErrorCode as McpErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import type { McpHttpLaunch } from './pool-options.js';
 import { revealAll } from './secret-value.js';
+import { boundedFetch } from './bounded-fetch.js';
 import { MODERN_REVISION } from './modern-era.js';
 import { isMcpError, refusedRevisions, revisionRefusal, UpstreamInstance, type UpstreamHooks } from './upstream-instance.js';
 
@@ -47,7 +48,8 @@ export class HttpMcpInstance extends UpstreamInstance {
     // The one place the values are revealed: into the requests' headers.
     const headers = revealAll(launch.headers);
     this.#secrets = secretsOf(Object.values(headers));
-    this.#transport = new StreamableHTTPClientTransport(url, { requestInit: { headers } });
+    // Bounded answers (bounded-fetch.ts): an upstream's one huge answer fails its call, not the worker.
+    this.#transport = new StreamableHTTPClientTransport(url, { requestInit: { headers }, fetch: boundedFetch() });
     // Set before connect, which chains its own handler after this one: the transport reports here what it does not throw.
     this.#transport.onerror = (err) => this.#onTransportError(err);
   }

@@ -198,7 +198,7 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
     if (isMcpError(err, McpErrorCode.RequestTimeout)) return new ExecutionTimeoutError(name, options.timeoutMs);
     const tooLarge = tooLargeBytes(err);
     if (tooLarge !== undefined) {
-      return new ResourceLimitError(name, 'output', `MCP server '${this.server}' answered with ${tooLarge} bytes, over the ${MAX_MESSAGE_BYTES} a server's message may be`, {
+      return new ResourceLimitError(name, 'output', `MCP server '${this.server}' answered with ${tooLarge.atLeast ? 'more than ' : ''}${tooLarge.bytes} bytes, over the ${MAX_MESSAGE_BYTES} a server's message may be`, {
         by: 'the worker',
         remedy: 'ask for less in one call (a part of the file, a page of the results)',
       });

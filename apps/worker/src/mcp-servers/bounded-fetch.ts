@@ -1,0 +1,191 @@
+import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { MAX_MESSAGE_BYTES, tooLargeAnswer } from './answer-lines.js';
+
+/** What of an error body is read: it only goes into a message (a refusal's revisions, say), never whole. */
+const MAX_ERROR_BODY_BYTES = 64 * 1024;
+
+type JsonRpcId = string | number;
+
+/**
+ * A `fetch` for the SDK's StreamableHTTPClientTransport that bounds what an
+ * HTTP upstream's answers may make the worker hold. The transport reads a
+ * JSON answer with `response.json()` and an SSE stream event by event, each
+ * without a limit: an upstream answering one call with hundreds of megabytes
+ * (a file, a dump, a body that never ends) had the worker buffer all of it,
+ * and a few such calls at once could take the worker — and every call on
+ * it — down. Here, as for a stdio server (answer-lines.ts), one message may
+ * take at most `maxBytes`:
+ *
+ * - a JSON answer is read up to the bound; past it the upstream's body is
+ *   cancelled and the request(s) of the POST get an error answer of the
+ *   worker's own instead, which fails only that call with RESOURCE_LIMIT;
+ * - an SSE stream is passed on event by event, each whole (never a part of
+ *   one); an event past the bound is dropped as it streams in, and on a
+ *   POST's stream — which carries only that request's messages — the request
+ *   gets the same error answer and that stream ends; on the session's GET
+ *   stream the event is dropped and the stream goes on;
+ * - an error body is read up to {@link MAX_ERROR_BODY_BYTES}.
+ *
+ * Redirects and other answers pass unchanged: the transport reads only their headers.
+ */
+export function boundedFetch(maxBytes: number = MAX_MESSAGE_BYTES, base: FetchLike = fetch): FetchLike {
+  return async (url, init) => {
+    const response = await base(url, init);
+    if (response.body === null) return response;
+    if (response.status >= 400) return rebodied(response, response.body.pipeThrough(firstBytes(MAX_ERROR_BODY_BYTES)));
+    if (!response.ok) return response;
+    const type = (response.headers.get('content-type') ?? '').split(';')[0]?.trim().toLowerCase();
+    const ids = requestIdsOf(init?.body);
+    if (type === 'application/json') return boundedJson(response, response.body, ids, maxBytes);
+    if (type === 'text/event-stream') return rebodied(response, response.body.pipeThrough(boundedEvents(ids, maxBytes)));
+    return response;
+  };
+}
+
+/** The ids of the JSON-RPC requests in a POST's body (the transport sends one message or an array, as a string). */
+export function requestIdsOf(body: unknown): JsonRpcId[] {
+  if (typeof body !== 'string') return [];
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    return [];
+  }
+  const ids: JsonRpcId[] = [];
+  for (const m of Array.isArray(parsed) ? parsed : [parsed]) {
+    if (typeof m !== 'object' || m === null) continue;
+    const { id, method } = m as { id?: unknown; method?: unknown };
+    if (typeof method === 'string' && (typeof id === 'string' || typeof id === 'number')) ids.push(id);
+  }
+  return ids;
+}
+
+/** `response` with another body, keeping its status, headers and URL (the transport reads the URL of a redirect). */
+function rebodied(response: Response, body: ConstructorParameters<typeof Response>[0]): Response {
+  const copy = new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
+  Object.defineProperty(copy, 'url', { value: response.url });
+  return copy;
+}
+
+async function boundedJson(response: Response, body: ReadableStream<Uint8Array>, ids: readonly JsonRpcId[], maxBytes: number): Promise<Response> {
+  const parts: Uint8Array[] = [];
+  let size = 0;
+  const reader = body.getReader();
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > maxBytes) {
+      // Counted to here only: the rest is never read.
+      await reader.cancel().catch(() => undefined);
+      const answers = ids.map((id) => tooLargeAnswer(id, size, maxBytes, true));
+      return rebodied(response, JSON.stringify(answers.length === 1 ? answers[0] : answers));
+    }
+    parts.push(value);
+  }
+  return rebodied(response, Buffer.concat(parts, size));
+}
+
+/** Passes the first `maxBytes` of a stream and ends it there, cancelling the rest. */
+function firstBytes(maxBytes: number): TransformStream<Uint8Array, Uint8Array> {
+  let left = maxBytes;
+  return new TransformStream({
+    transform(chunk, controller) {
+      if (left <= 0) return;
+      controller.enqueue(chunk.byteLength <= left ? chunk : chunk.subarray(0, left));
+      left -= chunk.byteLength;
+      if (left <= 0) controller.terminate();
+    },
+  });
+}
+
+const LF = 0x0a;
+const CR = 0x0d;
+
+/**
+ * Splits an SSE stream into whole events (an event ends at a blank line:
+ * two line ends in a row, each LF, CRLF or CR) and passes each on whole;
+ * an event longer than `maxBytes` is dropped as it arrives. With `ids` (a
+ * POST's stream) each of them is answered with an error at once and the
+ * stream ends; without (the session's GET stream), the stream goes on.
+ */
+export function boundedEvents(ids: readonly JsonRpcId[], maxBytes: number): TransformStream<Uint8Array, Uint8Array> {
+  /** The current event's chunks so far, and their bytes; while dropping, only counted. */
+  let parts: Uint8Array[] = [];
+  let size = 0;
+  let dropping = false;
+  let terminated = false;
+  /** The last byte seen was a line end (so another makes a blank line), and whether it was a CR (so an LF after it is the same line end). */
+  let atLineEnd = false;
+  let afterCr = false;
+  const encoder = new TextEncoder();
+
+  return new TransformStream({
+    transform(chunk, controller) {
+      if (terminated) return;
+      let start = 0;
+      // Where the next LF and CR of the chunk are, found once each time they are passed: one scan of the chunk in all.
+      let lf = -2;
+      let cr = -2;
+      for (let i = 0; i < chunk.length; i += 1) {
+        const byte = chunk[i];
+        if (byte !== LF && byte !== CR) {
+          atLineEnd = false;
+          afterCr = false;
+          // Skip to the next line end: the bytes between cannot end an event.
+          if (lf !== -1 && lf < i) lf = chunk.indexOf(LF, i);
+          if (cr !== -1 && cr < i) cr = chunk.indexOf(CR, i);
+          const next = lf === -1 ? cr : cr === -1 ? lf : Math.min(lf, cr);
+          if (next === -1) break;
+          i = next - 1;
+          continue;
+        }
+        if (byte === LF && afterCr) {
+          // The LF of a CRLF: the line end the CR began.
+          afterCr = false;
+          continue;
+        }
+        afterCr = byte === CR;
+        if (!atLineEnd) {
+          atLineEnd = true;
+          continue;
+        }
+        // A blank line: the event ends after this byte (and the LF of a CRLF, which the next event's start skips).
+        atLineEnd = false;
+        take(chunk.subarray(start, i + 1), controller);
+        if (terminated) return;
+        end(controller);
+        start = i + 1;
+      }
+      if (start < chunk.length) take(chunk.subarray(start), controller);
+    },
+    flush(controller) {
+      // An unfinished event at the end goes on as it came: what becomes of it is the SSE parser's business, as without the bound.
+      end(controller);
+    },
+  });
+
+  function take(part: Uint8Array, controller: TransformStreamDefaultController<Uint8Array>): void {
+    size += part.byteLength;
+    if (dropping) return;
+    if (size <= maxBytes) {
+      parts.push(part);
+      return;
+    }
+    dropping = true;
+    parts = [];
+    if (ids.length === 0) return;
+    // A POST's stream carries only its request's messages: once that request is answered, nothing on it is wanted,
+    // so the stream ends here and the upstream's body is cancelled rather than read (and dropped) to its end.
+    for (const id of ids) controller.enqueue(encoder.encode(`event: message\ndata: ${JSON.stringify(tooLargeAnswer(id, size, maxBytes, true))}\n\n`));
+    controller.terminate();
+    terminated = true;
+  }
+
+  function end(controller: TransformStreamDefaultController<Uint8Array>): void {
+    if (!dropping && parts.length > 0) controller.enqueue(parts.length === 1 ? (parts[0] as Uint8Array) : Buffer.concat(parts, size));
+    parts = [];
+    size = 0;
+    dropping = false;
+  }
+}

@@ -1,0 +1,92 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { isFleetError } from '@forge-fleet/shared';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MAX_MESSAGE_BYTES } from '../src/mcp-servers/answer-lines.js';
+import { findLaunchTools } from '../src/mcp-servers/launch-command.js';
+import { McpServerPool } from '../src/mcp-servers/server-pool.js';
+import { probeIsolation } from '../src/sandbox/probe.js';
+
+// An HTTP upstream that answers without end (a JSON body, an SSE event, an error body) must cost the worker
+// one failed call, not its memory: the worker reads at most one message's bound of each and hangs up.
+const FLOOD = fileURLToPath(new URL('./fixtures/mcp-flood-upstream.mjs', import.meta.url));
+
+/** What the upstream may have written before it saw the worker hang up: the bound, and what sockets and pipes hold on the way. */
+const WRITTEN_AT_MOST = MAX_MESSAGE_BYTES + 48 * 1024 * 1024;
+
+let upstream: ChildProcess;
+let pool: McpServerPool;
+
+async function failureOf(promise: Promise<unknown>): Promise<{ code: unknown; message: string }> {
+  const err: unknown = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  if (!isFleetError(err)) throw new Error(`expected a FleetError, got ${String(err)}`);
+  return { code: err.code, message: err.message };
+}
+
+async function floods(): Promise<number[]> {
+  const result = await pool.call({ tool: 'floods', arguments: {} });
+  return (result.structuredContent as { bytes: number[] }).bytes;
+}
+
+beforeAll(async () => {
+  upstream = spawn(process.execPath, [FLOOD], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const port = await new Promise<number>((resolve, reject) => {
+    upstream.once('exit', (code) => reject(new Error(`the upstream exited (${code}) before listening`)));
+    if (upstream.stdout === null) throw new Error('no stdout');
+    createInterface({ input: upstream.stdout }).once('line', (line) => resolve((JSON.parse(line) as { port: number }).port));
+  });
+  const tools = findLaunchTools(probeIsolation(), process.env.PATH ?? '');
+  // Far below the test's timeout: a flood the worker kept reading would end as a timeout, not as the bound.
+  pool = new McpServerPool({ server: 'flood', launch: { url: `http://127.0.0.1:${port}/mcp` }, instances: { min: 1, max: 1 }, callTimeoutMs: 10_000 }, tools);
+  await pool.start();
+});
+
+afterAll(async () => {
+  await pool?.close();
+  upstream?.kill('SIGKILL');
+});
+
+describe('an HTTP upstream whose answer does not end', () => {
+  it('fails only that call, RESOURCE_LIMIT, when its JSON answer passes the bound, and the session serves on', async () => {
+    const session = pool.status().instances[0]?.id;
+    const failure = await failureOf(pool.call({ tool: 'flood-json', arguments: {} }));
+    expect(failure).toMatchObject({ code: 'RESOURCE_LIMIT' });
+    expect(failure.message).toContain("MCP server 'flood' answered with more than");
+    expect(failure.message).toContain('the worker');
+    const [written] = await floods();
+    expect(written).toBeGreaterThan(MAX_MESSAGE_BYTES);
+    expect(written).toBeLessThan(WRITTEN_AT_MOST);
+    expect(await pool.call({ tool: 'echo', arguments: { n: 1 } })).toMatchObject({ content: [{ type: 'text', text: 'echo {"n":1}' }] });
+    expect(pool.status().instances[0]?.id).toBe(session);
+  });
+
+  it('fails only that call when one event of its SSE answer passes the bound', async () => {
+    const failure = await failureOf(pool.call({ tool: 'flood-sse', arguments: {} }));
+    expect(failure).toMatchObject({ code: 'RESOURCE_LIMIT' });
+    expect(failure.message).toContain(`over the ${MAX_MESSAGE_BYTES}`);
+    const written = (await floods())[1];
+    expect(written).toBeGreaterThan(MAX_MESSAGE_BYTES);
+    expect(written).toBeLessThan(WRITTEN_AT_MOST);
+    expect(await pool.call({ tool: 'echo', arguments: { n: 2 } })).toMatchObject({ content: [{ type: 'text', text: 'echo {"n":2}' }] });
+  });
+
+  it('reads only the start of an error body that does not end: the call fails at once, not at its timeout', async () => {
+    const failure = await failureOf(pool.call({ tool: 'flood-error', arguments: {} }));
+    expect(failure.code).not.toBe('EXECUTION_TIMEOUT');
+    expect(failure.message).toContain('500');
+    const written = (await floods())[2];
+    expect(written).toBeLessThan(WRITTEN_AT_MOST);
+    expect(await pool.call({ tool: 'echo', arguments: { n: 3 } })).toMatchObject({ content: [{ type: 'text', text: 'echo {"n":3}' }] });
+  });
+
+  it('drops an oversized notification on the session stream and passes on the ones after it', async () => {
+    const changed = new Promise<void>((resolve) => pool.once('toolsChanged', () => resolve()));
+    expect(await pool.call({ tool: 'big-notice', arguments: {} })).toMatchObject({ content: [{ type: 'text', text: 'told 1' }] });
+    await changed;
+    expect(await pool.call({ tool: 'echo', arguments: { n: 4 } })).toMatchObject({ content: [{ type: 'text', text: 'echo {"n":4}' }] });
+  });
+});
