@@ -48,6 +48,8 @@ describe('dispatcher environment', () => {
     expect(problems({ FORGE_SCOPES: '{"research":["search.*","bar_*"]}' })).toEqual([`FORGE_SCOPES.research.1: tool pattern "bar_*" is not an exact tool name, "prefix.*" or "*"; ${scopesShape}`]);
     expect(problems({ FORGE_SCOPES: '["search.*"]' })).toEqual([`FORGE_SCOPES: Invalid input: expected record, received array; ${scopesShape}`]);
     expect(problems({ FORGE_SCOPES: '{"research":"search.*"}' })).toEqual([`FORGE_SCOPES.research: Invalid input: expected array, received string; ${scopesShape}`]);
+    // A key JavaScript objects drop (it sets the prototype): refused, not lost.
+    expect(problems({ FORGE_SCOPES: '{"research":["clock"],"__proto__":["*"]}' })[0]).toMatch(/^FORGE_SCOPES\.__proto__: `__proto__` cannot be a name/);
     expect(problems({ FORGE_SCOPES: '{nope' })[0]).toMatch(/^FORGE_SCOPES: is not valid JSON \(.+\); it takes a JSON object/);
     expect(problems({ FORGE_DEFAULT_SCOPE: '["clock", "*.x"]' })).toEqual([
       'FORGE_DEFAULT_SCOPE.1: tool pattern "*.x" is not an exact tool name, "prefix.*" or "*"; it takes a JSON array of tool patterns (names, "prefix.*" or "*"), e.g. ["*"] or ["search.*", "clock"]',

@@ -1,4 +1,4 @@
-import { envInt, FleetEnv, parseConfig, RedisUrl, textFromEnv } from '@forge-fleet/shared';
+import { envInt, FleetEnv, LOST_KEY_PROBLEM, lostKeyPaths, parseConfig, RedisUrl, textFromEnv } from '@forge-fleet/shared';
 import { z } from 'zod';
 import { ToolPattern } from './approvals/policy-file.js';
 
@@ -21,6 +21,11 @@ function json<T extends z.ZodType>(schema: T, fallback: z.output<T>, expected: s
         value = JSON.parse(text);
       } catch (error) {
         ctx.addIssue({ code: 'custom', message: `is not valid JSON (${error instanceof Error ? error.message : String(error)}); it takes ${expected}` });
+        return z.NEVER;
+      }
+      const lost = lostKeyPaths(value);
+      if (lost.length > 0) {
+        for (const path of lost) ctx.addIssue({ code: 'custom', path, message: `${LOST_KEY_PROBLEM}; it takes ${expected}` });
         return z.NEVER;
       }
       const parsed = schema.safeParse(value);

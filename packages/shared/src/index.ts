@@ -108,6 +108,7 @@ export { queueName, laneOf, DEFAULT_FLEET_PREFIX, FLEET_PREFIX_PATTERN } from '.
 export { parseConfig, FleetEnv, envInt } from './config/parse.js';
 export { RedisUrl, type RedisTarget, type RedisNode } from './config/redis-target.js';
 export { secretFromEnv, textFromEnv } from './config/secrets.js';
+export { lostKeyPaths, LOST_KEY_PROBLEM } from './config/lost-keys.js';
 export { Role, TokenClaims, type MintOptions, mintToken, generateTokenKeys, TokenVerifier, DEFAULT_TOKEN_AUDIENCE } from './auth/tokens.js';
 
 // process

@@ -39,6 +39,12 @@ describe('policy files', () => {
     expect(() => loadPolicyFile(join(dir, 'missing.yaml'))).toThrow(/cannot read/);
     expect(() => loadPolicyFile(file('empty.yaml', ''))).toThrow(/empty\.yaml: the file is empty; it needs at least `version: 1`/);
     expect(() => loadPolicyFile(file('comments.yaml', '# later\n'))).toThrow(/comments\.yaml: the file is empty/);
+    // A key JavaScript objects drop (it sets the prototype) is refused where it is, not lost.
+    expect(() => loadPolicyFile(file('proto.yaml', 'version: 1\nscopes:\n  research: [clock]\n  __proto__: ["*"]\n'))).toThrow(/proto\.yaml:4:3: scopes\.__proto__: `__proto__` cannot be a name/);
+    // Aliases of aliases expand exponentially ("billion laughs"): refused as CONFIG_INVALID at the file's first alias.
+    expect(() => loadPolicyFile(file('laughs.yaml', 'version: 1\na: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: [*d, *d, *d, *d, *d, *d, *d, *d, *d]\n'))).toThrow(
+      expect.objectContaining({ code: 'CONFIG_INVALID', message: expect.stringMatching(/laughs\.yaml:3:8: the file expands its aliases \(\*name\) too often/) as string }),
+    );
   });
 
   it('builds the approval step: default handler, allow list, then people', async () => {

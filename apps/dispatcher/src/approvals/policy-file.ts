@@ -8,9 +8,11 @@ import {
   ConfigInvalidError,
   DEFAULT_APPROVAL_DEADLINE_MS,
   isFleetError,
+  LOST_KEY_PROBLEM,
+  lostKeyPaths,
   toolMatcher,
 } from '@forge-fleet/shared';
-import { isNode, LineCounter, parseDocument } from 'yaml';
+import { type Document, isMap, isNode, isScalar, LineCounter, parseDocument, visit } from 'yaml';
 import { z } from 'zod';
 import { approvalPolicy } from './policy.js';
 
@@ -86,9 +88,22 @@ export function loadPolicyFile(path: string): LoadedPolicy {
     return `${path}:${line}:${col}`;
   };
   if (doc.errors.length > 0) throw new ConfigInvalidError('policy file', doc.errors.map((e) => `${at(e.pos[0])}: ${e.message}`));
-  const value: unknown = doc.toJS();
+  const value: unknown = plainValue(doc, at, path);
   // An empty document (or only comments) is null: say what the file needs rather than "expected object".
   if (value === null || value === undefined) throw new ConfigInvalidError('policy file', [`${path}: the file is empty; it needs at least \`version: 1\` (see "Policy as a file" in README.md)`]);
+  const lost = lostKeyPaths(value);
+  if (lost.length > 0) {
+    throw new ConfigInvalidError(
+      'policy file',
+      lost.map((p) => {
+        // The key's own place: its value may be anywhere below it.
+        const parent = doc.getIn(p.slice(0, -1), true);
+        const pair = isMap(parent) ? parent.items.find((item) => isScalar(item.key) && item.key.value === p[p.length - 1]) : undefined;
+        const where = isNode(pair?.key) && pair.key.range ? at(pair.key.range[0]) : path;
+        return `${where}: ${p.join('.')}: ${LOST_KEY_PROBLEM}`;
+      }),
+    );
+  }
   const parsed = Policy.safeParse(value);
   if (!parsed.success) {
     const problems = parsed.error.issues.map((issue) => {
@@ -146,4 +161,26 @@ export function approvalDeadlineOf(policy: Policy): (tool: string, own?: number)
   const exact = new Map(entries);
   const patterns = entries.filter(([p]) => p.endsWith('*')).map(([p, ms]) => [toolMatcher([p]), ms] as const);
   return (tool, own) => exact.get(tool) ?? patterns.find(([matches]) => matches(tool))?.[1] ?? own ?? policy.approval.deadlineMs;
+}
+
+/**
+ * The document's plain value. The parser refuses to expand aliases (`*name`)
+ * past a limit — aliases of aliases grow exponentially ("billion laughs") —
+ * by throwing a bare ReferenceError; here that is a CONFIG_INVALID at the
+ * file's first alias (the same as apps/worker/src/mcp-servers/yaml-source.ts), like any other mistake in the file.
+ */
+function plainValue(doc: Document, at: (offset: number) => string, path: string): unknown {
+  try {
+    return doc.toJS();
+  } catch (error) {
+    if (!(error instanceof ReferenceError)) throw error;
+    let first: number | undefined;
+    visit(doc, {
+      Alias(_key, node) {
+        first = node.range?.[0];
+        return visit.BREAK;
+      },
+    });
+    throw new ConfigInvalidError('policy file', [`${first === undefined ? path : at(first)}: the file expands its aliases (*name) too often (${error.message}); write the values out instead`]);
+  }
 }

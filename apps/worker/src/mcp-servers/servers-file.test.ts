@@ -153,6 +153,14 @@ describe('servers files', () => {
     expect(failure(file('comments.yaml', '# nothing yet\n'))).toMatch(/comments\.yaml: the file is empty/);
     expect(failure(file('scalar.yaml', 'servers\n'))).toMatch(/scalar\.yaml:1:1: \(root\): Invalid input: expected object, received string/);
     expect(failure(join(dir, 'missing.yaml'))).toMatch(/--mcp: cannot read .*missing\.yaml: ENOENT/);
+    // A key JavaScript objects drop (it sets the prototype) is refused where it is, not lost: a server, an env name, a tool.
+    const proto = failure(file('proto.yaml', 'version: 1\nservers:\n  __proto__: { command: x }\n  b:\n    command: y\n    env: { __proto__: v }\n    tools:\n      __proto__: { retryable: true }\n'));
+    expect(proto).toMatch(/proto\.yaml:3:3: servers\.__proto__: `__proto__` cannot be a name/);
+    expect(proto).toMatch(/proto\.yaml:6:12: servers\.b\.env\.__proto__: /);
+    expect(proto).toMatch(/proto\.yaml:8:7: servers\.b\.tools\.__proto__: /);
+    expect(failure(file('proto.json', '{"version": 1, "servers": {"__proto__": {"command": "x"}}}'))).toMatch(/proto\.json:1:28: servers\.__proto__: /);
+    // Aliases of aliases expand exponentially ("billion laughs"): the parser's limit is a CONFIG_INVALID naming the file's first alias.
+    expect(failure(file('laughs.yaml', 'version: 1\na: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: [*d, *d, *d, *d, *d, *d, *d, *d, *d]\n'))).toMatch(/laughs\.yaml:3:8: the file expands its aliases \(\*name\) too often/);
     const creds = failure(file('creds.yaml', 'version: 1\nservers:\n  h: { url: "https://me:hunter2@x.example/mcp" }\n'));
     expect(creds).toMatch(/creds\.yaml:3:13: servers\.h\.url: a URL must not carry credentials/);
     expect(creds).not.toContain('hunter2');

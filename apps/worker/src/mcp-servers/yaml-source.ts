@@ -1,5 +1,5 @@
 import { ConfigInvalidError } from '@forge-fleet/shared';
-import { isMap, isNode, isScalar, LineCounter, parseDocument } from 'yaml';
+import { type Document, isMap, isNode, isScalar, LineCounter, parseDocument, visit } from 'yaml';
 
 /**
  * A YAML (or JSON: YAML is a superset, so one parser serves both and every
@@ -33,7 +33,7 @@ export function parseYamlSource(file: string, text: string, what: string): YamlS
   };
   if (doc.errors.length > 0) throw new ConfigInvalidError(what, doc.errors.map((e) => `${at(e.pos[0])}: ${e.message}`));
   return {
-    value: doc.toJS(),
+    value: plainValue(doc, what, at, file),
     where(path, options = {}) {
       if (options.key === true && path.length > 0) {
         const parent = doc.getIn(path.slice(0, -1) as (string | number)[], true);
@@ -45,4 +45,26 @@ export function parseYamlSource(file: string, text: string, what: string): YamlS
       return isNode(node) && node.range !== undefined && node.range !== null ? at(node.range[0]) : file;
     },
   };
+}
+
+/**
+ * The document's plain value. The parser refuses to expand aliases (`*name`)
+ * past a limit — aliases of aliases grow exponentially ("billion laughs") —
+ * by throwing a bare ReferenceError; here that is a CONFIG_INVALID at the
+ * file's first alias, like any other mistake in the file.
+ */
+export function plainValue(doc: Document, what: string, at: (offset: number) => string, file: string): unknown {
+  try {
+    return doc.toJS();
+  } catch (error) {
+    if (!(error instanceof ReferenceError)) throw error;
+    let first: number | undefined;
+    visit(doc, {
+      Alias(_key, node) {
+        first = node.range?.[0];
+        return visit.BREAK;
+      },
+    });
+    throw new ConfigInvalidError(what, [`${first === undefined ? file : at(first)}: the file expands its aliases (*name) too often (${error.message}); write the values out instead`]);
+  }
 }
