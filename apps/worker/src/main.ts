@@ -116,6 +116,7 @@ runMain('forge-worker', async () => {
           sandbox: env.FORGE_SANDBOX === 'on',
           strict,
           reviveAfterMs: env.FORGE_MCP_RETRY_AFTER_MS,
+          maxResultBytes: env.FORGE_MAX_RESULT_BYTES,
           log,
         });
   const moduleTools = tools;

@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { isFleetError } from '@forge-fleet/shared';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { MAX_MESSAGE_BYTES, messageBoundFor } from '../src/mcp-servers/answer-lines.js';
 import { McpInstance } from '../src/mcp-servers/instance.js';
 import { findLaunchTools, type LaunchTools } from '../src/mcp-servers/launch-command.js';
 import { McpServerPool } from '../src/mcp-servers/server-pool.js';
@@ -162,6 +163,20 @@ describe('a pool of MCP server instances', () => {
     expect(await failureOf(call)).toMatchObject({ code: 'MCP_SERVER_LOST', details: { server: 'everything', instance: `pid ${first.pid}` } });
     await vi.waitFor(() => expect(pool.status().instances.filter((i) => i.pid !== first.pid)).toHaveLength(1), WAIT);
     expect(textOf(await pool.call({ tool: 'echo', arguments: { message: 'again' } }))).toBe('Echo: again');
+  });
+
+  it('takes an answer past the default bound from a pool given a larger one (a worker with a larger FORGE_MAX_RESULT_BYTES)', async () => {
+    const bound = messageBoundFor(32 * 1024 * 1024);
+    const pool = track(new McpServerPool({ server: 'probe', launch: { ...probeServer, maxMessageBytes: bound }, instances: { min: 1, max: 1 } }, tools));
+    await pool.start();
+    expect(textOf(await pool.call({ tool: 'huge', arguments: {} }))).toHaveLength(20 * 1024 * 1024);
+    // And the default bound is what refuses it: the failure names it.
+    const small = track(new McpServerPool({ server: 'probe-default', launch: probeServer, instances: { min: 1, max: 1 } }, tools));
+    await small.start();
+    const failure = await failureOf(small.call({ tool: 'huge', arguments: {} }));
+    expect(failure).toMatchObject({ code: 'RESOURCE_LIMIT' });
+    expect(failure.message).toContain(`over the ${MAX_MESSAGE_BYTES} a server's message may be`);
+    expect(messageBoundFor(1024 * 1024)).toBe(MAX_MESSAGE_BYTES);
   });
 
   it('fails only the call whose answer is too large, with RESOURCE_LIMIT, and the instance serves on (also past a crash loop\'s count)', async () => {

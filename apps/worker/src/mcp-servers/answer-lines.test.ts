@@ -31,7 +31,7 @@ describe('AnswerLines', () => {
     lines.append(Buffer.from(`${big.slice(200)}\n${response(8, 'ok')}\n`));
     const [first, second] = read(lines) as [{ id: number; error: { code: number; message: string; data: unknown } }, unknown];
     expect(first.id).toBe(7);
-    expect(tooLargeBytes(new McpError(first.error.code, first.error.message, first.error.data))).toEqual({ bytes: Buffer.byteLength(big), atLeast: false });
+    expect(tooLargeBytes(new McpError(first.error.code, first.error.message, first.error.data))).toEqual({ bytes: Buffer.byteLength(big), atLeast: false, bound: 128 });
     expect(second).toEqual(JSON.parse(response(8, 'ok')));
   });
 

@@ -1,10 +1,20 @@
 import { type JSONRPCMessage, JSONRPCMessageSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 
 /**
- * The most bytes one message of a stdio server may take. Past it the message
+ * The bound on one server message for a worker whose results may take `maxResultBytes`
+ * (FORGE_MAX_RESULT_BYTES): {@link MAX_MESSAGE_BYTES}, or more where results may be larger, with room for the
+ * JSON-RPC envelope around the result.
+ */
+export function messageBoundFor(maxResultBytes: number): number {
+  return Math.max(MAX_MESSAGE_BYTES, maxResultBytes + 64 * 1024);
+}
+
+/**
+ * The most bytes one message of a stdio server may take by default. Past it the message
  * is dropped as it streams in, never held whole. A result this large is far
- * past any `FORGE_MAX_RESULT_BYTES` that makes sense (1 MiB by default): the
- * fleet would refuse it anyway once parsed.
+ * past the default `FORGE_MAX_RESULT_BYTES` (1 MiB), which the fleet would
+ * refuse anyway once parsed; a worker with a larger one raises the bound
+ * ({@link messageBoundFor}).
  */
 export const MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
 
@@ -17,6 +27,7 @@ const ANSWER_TOO_LARGE = -32090;
 /** Marks that answer as the worker's own: a server may send any code, but not this key in its data. */
 const MARK = 'forgeDroppedAnswerBytes';
 const AT_LEAST = 'forgeDroppedAnswerUnread';
+const BOUND = 'forgeMessageBound';
 
 /** A request id at the very start (`{"jsonrpc":"2.0","id":7,…`, `{"id":7,…`) or end (`…,"id":7}`) of a message. */
 const ID_AT_START = /^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")/;
@@ -122,16 +133,17 @@ export function tooLargeAnswer(id: string | number, bytes: number, maxBytes: num
   return {
     jsonrpc: '2.0',
     id,
-    error: { code: ANSWER_TOO_LARGE, message: `the server's answer was ${atLeast ? 'over ' : ''}${bytes} bytes, over the ${maxBytes} a message may be`, data: { [MARK]: bytes, [AT_LEAST]: atLeast } },
+    error: { code: ANSWER_TOO_LARGE, message: `the server's answer was ${atLeast ? 'over ' : ''}${bytes} bytes, over the ${maxBytes} a message may be`, data: { [MARK]: bytes, [AT_LEAST]: atLeast, [BOUND]: maxBytes } },
   };
 }
 
 /** The size of the answer dropped for being too large, when `err` is the error of such a request; else undefined. */
-export function tooLargeBytes(err: unknown): { bytes: number; atLeast: boolean } | undefined {
+export function tooLargeBytes(err: unknown): { bytes: number; atLeast: boolean; bound: number } | undefined {
   if (!(err instanceof McpError) || err.code !== ANSWER_TOO_LARGE) return undefined;
   const data = err.data as Record<string, unknown> | undefined;
   const bytes = data?.[MARK];
-  return typeof bytes === 'number' ? { bytes, atLeast: data?.[AT_LEAST] === true } : undefined;
+  const bound = data?.[BOUND];
+  return typeof bytes === 'number' ? { bytes, atLeast: data?.[AT_LEAST] === true, bound: typeof bound === 'number' ? bound : MAX_MESSAGE_BYTES } : undefined;
 }
 
 /** The last {@link EDGE_BYTES} of `before` followed by `part`. */

@@ -68,7 +68,7 @@ describe('boundedEvents', () => {
     expect(events).toHaveLength(2);
     const answer = JSON.parse((events[1] ?? '').replace('event: message\ndata: ', '')) as { id: number; error: { code: number; message: string; data: unknown } };
     expect(answer.id).toBe(7);
-    expect(tooLargeBytes(new McpError(answer.error.code, answer.error.message, answer.error.data))).toEqual({ bytes: 106, atLeast: true });
+    expect(tooLargeBytes(new McpError(answer.error.code, answer.error.message, answer.error.data))).toEqual({ bytes: 106, atLeast: true, bound: 64 });
     // The pipe cancels its source once it sees the end, a few ticks after the reader did.
     await expect.poll(cancelled).toBe(true);
   });

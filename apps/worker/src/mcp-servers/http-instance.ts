@@ -49,7 +49,7 @@ export class HttpMcpInstance extends UpstreamInstance {
     const headers = revealAll(launch.headers);
     this.#secrets = secretsOf(Object.values(headers));
     // Bounded answers (bounded-fetch.ts): an upstream's one huge answer fails its call, not the worker.
-    this.#transport = new StreamableHTTPClientTransport(url, { requestInit: { headers }, fetch: boundedFetch() });
+    this.#transport = new StreamableHTTPClientTransport(url, { requestInit: { headers }, fetch: boundedFetch(launch.maxMessageBytes) });
     // Set before connect, which chains its own handler after this one: the transport reports here what it does not throw.
     this.#transport.onerror = (err) => this.#onTransportError(err);
   }

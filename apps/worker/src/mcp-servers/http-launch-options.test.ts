@@ -1,5 +1,6 @@
 import { inspect } from 'node:util';
 import { describe, expect, it } from 'vitest';
+import { MAX_MESSAGE_BYTES } from './answer-lines.js';
 import { isHttpLaunch, resolveMcpServerPoolOptions } from './pool-options.js';
 import { SecretValue } from './secret-value.js';
 
@@ -20,7 +21,7 @@ describe('the launch of a pool', () => {
     expect(isHttpLaunch(stdio)).toBe(false);
     expect(stdio).toMatchObject({ command: 'node', args: [], env: {} });
     expect(isHttpLaunch(http)).toBe(true);
-    expect(http).toEqual({ url: 'https://mcp.example.com/mcp', headers: {}, startupTimeoutMs: 30_000 });
+    expect(http).toEqual({ url: 'https://mcp.example.com/mcp', headers: {}, startupTimeoutMs: 30_000, maxMessageBytes: MAX_MESSAGE_BYTES });
   });
 
   it('keeps a secret header a SecretValue, which shows only where it came from', () => {

@@ -40,16 +40,17 @@ class SpawnAwareTransport extends StdioClientTransport {
 
   /**
    * @param reaperShell the shell to run a group reaper in, or undefined where a PID namespace reaps.
+   * @param maxMessageBytes the most one message of the server may take (see answer-lines.ts).
    * @param modern whether the server speaks only MCP 2026-07-28, so the client's messages go through a {@link ModernEraBridge}.
    */
-  constructor(parameters: ConstructorParameters<typeof StdioClientTransport>[0], reaperShell: string | undefined, modern: boolean) {
+  constructor(parameters: ConstructorParameters<typeof StdioClientTransport>[0], reaperShell: string | undefined, modern: boolean, maxMessageBytes: number) {
     super(parameters);
     this.#reaperShell = reaperShell;
     this.#modern = modern;
     // The SDK's reader, in a field TypeScript calls private (SDK pinned in package-lock.json), closes the
     // connection on an oversized message; ours drops that message and fails only its call (answer-lines.ts).
     const self = this as unknown as { _readBuffer?: unknown };
-    if (self._readBuffer !== undefined) self._readBuffer = new AnswerLines();
+    if (self._readBuffer !== undefined) self._readBuffer = new AnswerLines(maxMessageBytes);
   }
 
   override async start(): Promise<void> {
@@ -134,7 +135,7 @@ export class McpInstance extends UpstreamInstance {
     instance.#secrets = (launch.secrets ?? []).filter((v) => v.length >= MIN_REDACTED_LENGTH);
     const { parameters, needsReaper } = stdioLaunch(options.tools, launch);
     const modern = MODERN_ONLY.has(launch);
-    const transport = new SpawnAwareTransport(parameters, needsReaper ? options.tools.sh : undefined, modern);
+    const transport = new SpawnAwareTransport(parameters, needsReaper ? options.tools.sh : undefined, modern, launch.maxMessageBytes);
     // Drained from the start: a server blocked on a full stderr pipe would hang; only a bounded tail is kept.
     transport.stderr?.on('data', (chunk: Buffer) => {
       instance.#stderrTail = (instance.#stderrTail + chunk.toString('utf8')).slice(-STDERR_TAIL_BYTES);

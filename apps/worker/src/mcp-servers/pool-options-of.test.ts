@@ -2,6 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { MAX_MESSAGE_BYTES, messageBoundFor } from './answer-lines.js';
 import { resolveMcpServerPoolOptions } from './pool-options.js';
 import { poolOptionsOf } from './pool-options-of.js';
 import { SecretValue } from './secret-value.js';
@@ -50,5 +51,14 @@ describe('poolOptionsOf (a servers file entry as pool options)', () => {
     expect(launch.url).toBe('https://mcp.example.com/mcp');
     expect(launch.headers.Authorization).toBeInstanceOf(SecretValue);
     expect(JSON.stringify(launch)).not.toContain('Bearer x');
+  });
+  it('gives stdio and HTTP launches the message bound the worker chose, and the default one without', () => {
+    const [cmd, web] = load(['version: 1', 'servers:', '  cmd: { command: node }', '  web: { url: "http://127.0.0.1:9/mcp" }'].join('\n'));
+    const bound = messageBoundFor(64 * 1024 * 1024);
+    expect(bound).toBeGreaterThan(64 * 1024 * 1024);
+    for (const config of [cmd!, web!]) {
+      expect(resolveMcpServerPoolOptions(poolOptionsOf(config, { sandbox: false, maxMessageBytes: bound })).launch.maxMessageBytes).toBe(bound);
+      expect(resolveMcpServerPoolOptions(poolOptionsOf(config, { sandbox: false })).launch.maxMessageBytes).toBe(MAX_MESSAGE_BYTES);
+    }
   });
 });

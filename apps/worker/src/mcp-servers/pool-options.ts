@@ -1,5 +1,6 @@
 import { ConfigInvalidError } from '@forge-fleet/shared';
 import { z } from 'zod';
+import { MAX_MESSAGE_BYTES } from './answer-lines.js';
 import { SecretValue } from './secret-value.js';
 import type { ServerSandbox } from './server-sandbox.js';
 
@@ -44,6 +45,12 @@ export const McpStdioLaunch = z.object({
    * @defaultValue 30000
    */
   startupTimeoutMs: z.number().int().positive().default(POOL_DEFAULTS.startupTimeoutMs),
+  /**
+   * The most bytes one message of the server may take (see answer-lines.ts): the worker raises it with a
+   * FORGE_MAX_RESULT_BYTES above the default, so that a result the fleet would keep is never cut short here.
+   * @defaultValue 16 MiB
+   */
+  maxMessageBytes: z.number().int().positive().default(MAX_MESSAGE_BYTES),
   /** The values of `env` that are secrets (from the worker's environment or files): redacted from its stderr wherever that is shown. */
   secrets: z.array(z.string()).optional(),
   /** Platform/Embedded tiers: the confinement the process runs in (see server-sandbox.ts); absent on the host tier. */
@@ -64,6 +71,12 @@ export const McpHttpLaunch = z.object({
   headers: z.record(z.string(), z.union([z.string(), z.instanceof(SecretValue)])).default({}),
   /** From the first request to a completed `initialize`. @defaultValue 30000 */
   startupTimeoutMs: z.number().int().positive().default(POOL_DEFAULTS.startupTimeoutMs),
+  /**
+   * The most bytes one message of the server may take (see answer-lines.ts): the worker raises it with a
+   * FORGE_MAX_RESULT_BYTES above the default, so that a result the fleet would keep is never cut short here.
+   * @defaultValue 16 MiB
+   */
+  maxMessageBytes: z.number().int().positive().default(MAX_MESSAGE_BYTES),
 });
 export type McpHttpLaunch = z.infer<typeof McpHttpLaunch>;
 

@@ -7,6 +7,7 @@
 import { ConfigInvalidError, type PoolName, type Tier } from '@forge-fleet/shared';
 import type { Logger } from 'pino';
 import { probeIsolation } from '../sandbox/probe.js';
+import { messageBoundFor } from './answer-lines.js';
 import { findLaunchTools } from './launch-command.js';
 import { assertServerSandbox, missingServerSandboxLayers } from './server-sandbox-layers.js';
 import { loadServersFile } from './servers-file.js';
@@ -21,6 +22,8 @@ export interface StartServersOptions {
   readonly sandbox: boolean;
   /** Refuse to start when a sandbox layer is missing (`--strict-sandbox`). */
   readonly strict: boolean;
+  /** FORGE_MAX_RESULT_BYTES: a server's messages may be as large as a result the worker keeps (see messageBoundFor). */
+  readonly maxResultBytes: number;
   /** FORGE_MCP_RETRY_AFTER_MS (see WorkerServers). */
   readonly reviveAfterMs: number | undefined;
   readonly log: Logger;
@@ -41,7 +44,7 @@ export async function startWorkerServers(o: StartServersOptions): Promise<Worker
     o.log.info({ layers }, 'MCP server sandbox layers');
     for (const layer of missingServerSandboxLayers(layers)) o.log.warn({ layer }, 'MCP server sandbox layer not enforced on this machine');
   }
-  const servers = new WorkerServers({ servers: file.servers, tier: o.tier, pool: o.pool, launchTools: findLaunchTools(probe, process.env.PATH ?? ''), sandbox: sandboxServers, reviveAfterMs: o.reviveAfterMs, log: o.log });
+  const servers = new WorkerServers({ servers: file.servers, tier: o.tier, pool: o.pool, launchTools: findLaunchTools(probe, process.env.PATH ?? ''), sandbox: sandboxServers, reviveAfterMs: o.reviveAfterMs, maxMessageBytes: messageBoundFor(o.maxResultBytes), log: o.log });
   if (servers.names.length === 0) {
     throw new ConfigInvalidError('MCP servers file', [`${file.source} places no server (and no tool) in tier ${o.tier}${o.pool === undefined ? '' : `, pool ${o.pool}`}: give this worker the --tier/--pool of a server, or set tier/pool in the file`]);
   }

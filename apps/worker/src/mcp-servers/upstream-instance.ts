@@ -13,7 +13,7 @@ import {
   type Tool,
   ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
-import { MAX_MESSAGE_BYTES, tooLargeBytes } from './answer-lines.js';
+import { tooLargeBytes } from './answer-lines.js';
 
 /** A `tools/call` result taken as the server sent it (an object); resultOf in mcp-tool-executor.ts checks it. */
 const ANY_RESULT = z.custom<CallToolResult>((value) => typeof value === 'object' && value !== null && !Array.isArray(value), 'a tools/call result must be an object');
@@ -198,7 +198,7 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
     if (isMcpError(err, McpErrorCode.RequestTimeout)) return new ExecutionTimeoutError(name, options.timeoutMs);
     const tooLarge = tooLargeBytes(err);
     if (tooLarge !== undefined) {
-      return new ResourceLimitError(name, 'output', `MCP server '${this.server}' answered with ${tooLarge.atLeast ? 'more than ' : ''}${tooLarge.bytes} bytes, over the ${MAX_MESSAGE_BYTES} a server's message may be`, {
+      return new ResourceLimitError(name, 'output', `MCP server '${this.server}' answered with ${tooLarge.atLeast ? 'more than ' : ''}${tooLarge.bytes} bytes, over the ${tooLarge.bound} a server's message may be`, {
         by: 'the worker',
         remedy: 'ask for less in one call (a part of the file, a page of the results)',
       });

@@ -59,6 +59,8 @@ export interface WorkerServersOptions {
   readonly sandbox: boolean;
   /** How long a crash-looped server rests before a fresh pool tries it (FORGE_MCP_RETRY_AFTER_MS). @defaultValue {@link REVIVE_AFTER_MS} */
   readonly reviveAfterMs?: number | undefined;
+  /** The bound on one message of a server (see messageBoundFor). @defaultValue MAX_MESSAGE_BYTES */
+  readonly maxMessageBytes?: number;
   /** How long start waits for every server's first instance before the worker goes on without the slow ones. */
   readonly startupWaitMs?: number;
   readonly log: Logger;
@@ -144,7 +146,7 @@ export class WorkerServers extends EventEmitter<WorkerServersEvents> {
   }
 
   #newPool(config: McpServerConfig): McpServerPool {
-    return new McpServerPool(poolOptionsOf(config, { sandbox: this.#o.sandbox && this.#o.tier !== 'host' }), this.#o.launchTools);
+    return new McpServerPool(poolOptionsOf(config, { sandbox: this.#o.sandbox && this.#o.tier !== 'host', ...(this.#o.maxMessageBytes === undefined ? {} : { maxMessageBytes: this.#o.maxMessageBytes }) }), this.#o.launchTools);
   }
 
   /** A fresh pool for a server that crash-looped, after a rest; its tools come back when it lists them. */
