@@ -12,7 +12,7 @@ import {
   lostKeyPaths,
   toolMatcher,
 } from '@forge-fleet/shared';
-import { type Document, isMap, isNode, isScalar, LineCounter, parseDocument, visit } from 'yaml';
+import { parseYamlSource } from '@forge-fleet/shared/yaml-source';
 import { z } from 'zod';
 import { approvalPolicy } from './policy.js';
 
@@ -81,38 +81,15 @@ export function loadPolicyFile(path: string): LoadedPolicy {
   } catch (error) {
     throw new ConfigInvalidError('policy file', [`FORGE_POLICY_FILE: cannot read ${path}: ${error instanceof Error ? error.message : String(error)}`], { cause: error });
   }
-  const lines = new LineCounter();
-  const doc = parseDocument(text, { lineCounter: lines, prettyErrors: false });
-  const at = (offset: number): string => {
-    const { line, col } = lines.linePos(offset);
-    return `${path}:${line}:${col}`;
-  };
-  if (doc.errors.length > 0) throw new ConfigInvalidError('policy file', doc.errors.map((e) => `${at(e.pos[0])}: ${e.message}`));
-  const value: unknown = plainValue(doc, at, path);
+  const source = parseYamlSource(path, text, 'policy file');
   // An empty document (or only comments) is null: say what the file needs rather than "expected object".
-  if (value === null || value === undefined) throw new ConfigInvalidError('policy file', [`${path}: the file is empty; it needs at least \`version: 1\` (see "Policy as a file" in README.md)`]);
-  const lost = lostKeyPaths(value);
-  if (lost.length > 0) {
-    throw new ConfigInvalidError(
-      'policy file',
-      lost.map((p) => {
-        // The key's own place: its value may be anywhere below it.
-        const parent = doc.getIn(p.slice(0, -1), true);
-        const pair = isMap(parent) ? parent.items.find((item) => isScalar(item.key) && item.key.value === p[p.length - 1]) : undefined;
-        const where = isNode(pair?.key) && pair.key.range ? at(pair.key.range[0]) : path;
-        return `${where}: ${p.join('.')}: ${LOST_KEY_PROBLEM}`;
-      }),
-    );
-  }
-  const parsed = Policy.safeParse(value);
+  if (source.value === null || source.value === undefined) throw new ConfigInvalidError('policy file', [`${path}: the file is empty; it needs at least \`version: 1\` (see "Policy as a file" in README.md)`]);
+  const lost = lostKeyPaths(source.value);
+  if (lost.length > 0) throw new ConfigInvalidError('policy file', lost.map((p) => `${source.where(p, { key: true })}: ${p.join('.')}: ${LOST_KEY_PROBLEM}`));
+  const parsed = Policy.safeParse(source.value);
   if (!parsed.success) {
-    const problems = parsed.error.issues.map((issue) => {
-      // The deepest node of the issue's path that exists in the file gives its line.
-      let node: unknown;
-      for (let depth = issue.path.length; depth >= 0 && !isNode(node); depth--) node = doc.getIn(issue.path.slice(0, depth) as (string | number)[], true);
-      const where = isNode(node) && node.range !== undefined && node.range !== null ? at(node.range[0]) : path;
-      return `${where}: ${issue.path.length === 0 ? '(root)' : issue.path.join('.')}: ${issue.message}`;
-    });
+    // The deepest node of each issue's path that exists in the file gives its line.
+    const problems = parsed.error.issues.map((issue) => `${source.where(issue.path)}: ${issue.path.length === 0 ? '(root)' : issue.path.join('.')}: ${issue.message}`);
     throw new ConfigInvalidError('policy file', problems, { cause: parsed.error });
   }
   return { policy: Object.freeze(parsed.data), source: path };
@@ -163,24 +140,3 @@ export function approvalDeadlineOf(policy: Policy): (tool: string, own?: number)
   return (tool, own) => exact.get(tool) ?? patterns.find(([matches]) => matches(tool))?.[1] ?? own ?? policy.approval.deadlineMs;
 }
 
-/**
- * The document's plain value. The parser refuses to expand aliases (`*name`)
- * past a limit — aliases of aliases grow exponentially ("billion laughs") —
- * by throwing a bare ReferenceError; here that is a CONFIG_INVALID at the
- * file's first alias (the same as apps/worker/src/mcp-servers/yaml-source.ts), like any other mistake in the file.
- */
-function plainValue(doc: Document, at: (offset: number) => string, path: string): unknown {
-  try {
-    return doc.toJS();
-  } catch (error) {
-    if (!(error instanceof ReferenceError)) throw error;
-    let first: number | undefined;
-    visit(doc, {
-      Alias(_key, node) {
-        first = node.range?.[0];
-        return visit.BREAK;
-      },
-    });
-    throw new ConfigInvalidError('policy file', [`${first === undefined ? path : at(first)}: the file expands its aliases (*name) too often (${error.message}); write the values out instead`]);
-  }
-}

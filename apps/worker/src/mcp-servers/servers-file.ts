@@ -4,7 +4,7 @@ import { ConfigInvalidError, LOST_KEY_PROBLEM, lostKeyPaths, MAX_TIMEOUT_MS, Poo
 import { z } from 'zod';
 import { POOL_DEFAULTS } from './pool-options.js';
 import { type ConfigValue, SecretValue } from './secret-value.js';
-import { parseYamlSource, type YamlSource } from './yaml-source.js';
+import { parseYamlSource, type YamlSource } from '@forge-fleet/shared/yaml-source';
 
 /** What the servers file's errors call it. */
 const WHAT = 'MCP servers file';

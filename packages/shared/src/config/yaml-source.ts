@@ -1,13 +1,12 @@
-import { ConfigInvalidError } from '@forge-fleet/shared';
+import { ConfigInvalidError } from '../errors/errors.js';
 import { type Document, isMap, isNode, isScalar, LineCounter, parseDocument, visit } from 'yaml';
 
 /**
  * A YAML (or JSON: YAML is a superset, so one parser serves both and every
- * error names a line) document with the position of each of its parts.
- *
- * The same steps as the dispatcher's policy file (apps/dispatcher/src/approvals/policy-file.ts).
- * Kept here rather than shared because sharing it means a `yaml` dependency in
- * packages/shared and an edit of the dispatcher; both can move to one helper later.
+ * error names a line) document with the position of each of its parts: what
+ * the configuration files (the dispatcher's policy file, a worker's servers
+ * file) are read with, so that they say their mistakes alike. Its own entry
+ * point (`@forge-fleet/shared/yaml-source`), so that only they load the parser.
  */
 export interface YamlSource {
   /** The document as plain JavaScript values. */
@@ -53,7 +52,7 @@ export function parseYamlSource(file: string, text: string, what: string): YamlS
  * by throwing a bare ReferenceError; here that is a CONFIG_INVALID at the
  * file's first alias, like any other mistake in the file.
  */
-export function plainValue(doc: Document, what: string, at: (offset: number) => string, file: string): unknown {
+function plainValue(doc: Document, what: string, at: (offset: number) => string, file: string): unknown {
   try {
     return doc.toJS();
   } catch (error) {
