@@ -1,12 +1,12 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { isFleetError } from '@forge-fleet/shared';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_MESSAGE_BYTES } from '../src/mcp-servers/answer-lines.js';
 import { findLaunchTools } from '../src/mcp-servers/launch-command.js';
 import { McpServerPool } from '../src/mcp-servers/server-pool.js';
 import { probeIsolation } from '../src/sandbox/probe.js';
+import { failureOf } from './fixtures/fleet-failure.js';
 
 // An HTTP upstream that answers without end (a JSON body, an SSE event, an error body) must cost the worker
 // one failed call, not its memory: the worker reads at most one message's bound of each and hangs up.
@@ -17,15 +17,6 @@ const WRITTEN_AT_MOST = MAX_MESSAGE_BYTES + 48 * 1024 * 1024;
 
 let upstream: ChildProcess;
 let pool: McpServerPool;
-
-async function failureOf(promise: Promise<unknown>): Promise<{ code: unknown; message: string }> {
-  const err: unknown = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  if (!isFleetError(err)) throw new Error(`expected a FleetError, got ${String(err)}`);
-  return { code: err.code, message: err.message };
-}
 
 async function floods(): Promise<number[]> {
   const result = await pool.call({ tool: 'floods', arguments: {} });

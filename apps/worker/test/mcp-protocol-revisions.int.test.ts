@@ -1,7 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { isFleetError } from '@forge-fleet/shared';
 import { SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { HttpMcpInstance } from '../src/mcp-servers/http-instance.js';
@@ -9,6 +8,7 @@ import { McpInstance } from '../src/mcp-servers/instance.js';
 import { findLaunchTools, type LaunchTools } from '../src/mcp-servers/launch-command.js';
 import { McpServerPool } from '../src/mcp-servers/server-pool.js';
 import { probeIsolation } from '../src/sandbox/probe.js';
+import { failureOf } from './fixtures/fleet-failure.js';
 
 // Servers written on the v2 SDK, the SDK of MCP 2026-07-28: by default they serve 2025-era clients as well,
 // which is what the worker's client speaks; one built to refuse those clients must say so, not fail obscurely.
@@ -36,15 +36,6 @@ async function startHttp(era: 'serve' | 'reject'): Promise<{ url: string; close(
     createInterface({ input: child.stdout }).once('line', (line) => resolve((JSON.parse(line) as { port: number }).port));
   });
   return track({ url: `http://127.0.0.1:${port}/mcp`, close });
-}
-
-async function rejectionOf(promise: Promise<unknown>): Promise<{ code: unknown; message: string }> {
-  const err: unknown = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  if (!isFleetError(err)) throw new Error(`expected a FleetError, got ${String(err)}`);
-  return { code: err.code, message: err.message };
 }
 
 const stdio = (era: 'serve' | 'reject') => ({ command: process.execPath, args: [V2_SERVER, 'stdio', era], env: {}, startupTimeoutMs: 20_000 });
@@ -99,7 +90,7 @@ describe('a server built on the v2 SDK (MCP 2026-07-28)', () => {
       running = instance.callTool('slow', { steps: 500, ms: 20 }, { timeoutMs: 60_000, signal: abort.signal, onProgress: () => resolve() });
     });
     abort.abort();
-    expect(await rejectionOf(running ?? Promise.resolve())).toMatchObject({ code: 'CANCELLED' });
+    expect(await failureOf(running ?? Promise.resolve())).toMatchObject({ code: 'CANCELLED' });
     // The server's handler saw the cancel and stopped (it says so on stderr), long before its 10 s of steps.
     await expect.poll(() => instance.stderrTail, { timeout: 5_000 }).toContain('slow: cancelled at step');
     expect(instance.alive).toBe(true);
@@ -119,7 +110,7 @@ describe('a server built on the v2 SDK (MCP 2026-07-28)', () => {
 
   it('that serves 2026-07-28 only fails to start over HTTP the same way, not as a bare HTTP 400', async () => {
     const upstream = await startHttp('reject');
-    const failure = await rejectionOf(HttpMcpInstance.start({ server: 'modern-http', launch: { url: upstream.url, headers: {}, startupTimeoutMs: 10_000 } }));
+    const failure = await failureOf(HttpMcpInstance.start({ server: 'modern-http', launch: { url: upstream.url, headers: {}, startupTimeoutMs: 10_000 } }));
     expect(failure.code).toBe('UNAVAILABLE');
     expect(failure.message).toContain('it speaks only MCP 2026-07-28');
     expect(failure.message).toContain(SUPPORTED_PROTOCOL_VERSIONS.join(', '));

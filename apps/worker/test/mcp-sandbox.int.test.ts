@@ -3,7 +3,6 @@ import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { isFleetError } from '@forge-fleet/shared';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { McpInstance } from '../src/mcp-servers/instance.js';
@@ -15,6 +14,7 @@ import type { ServerSandbox } from '../src/mcp-servers/server-sandbox.js';
 import { probeIsolation } from '../src/sandbox/probe.js';
 import { startPoolChild } from './fixtures/pool-child.js';
 import { type ProcessEntry, processTable } from './fixtures/proc-table.js';
+import { failureOf } from './fixtures/fleet-failure.js';
 
 const ROOT = fileURLToPath(new URL('../../..', import.meta.url));
 const NODE_MODULES = join(ROOT, 'node_modules');
@@ -45,16 +45,6 @@ function track<T extends { close(): Promise<void> }>(thing: T): T {
 
 function textOf(result: CallToolResult): string {
   return result.content.map((block) => (block.type === 'text' ? block.text : '')).join('');
-}
-
-/** The code and message a promise rejects with. */
-async function failureOf(promise: Promise<unknown>): Promise<{ code: unknown; message: string }> {
-  const err: unknown = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  if (!isFleetError(err)) throw new Error(`expected a FleetError, got ${String(err)}`);
-  return { code: err.code, message: err.message };
 }
 
 /** `root` and every process below it. */

@@ -1,7 +1,6 @@
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { isFleetError } from '@forge-fleet/shared';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { MAX_MESSAGE_BYTES, messageBoundFor } from '../src/mcp-servers/answer-lines.js';
@@ -11,6 +10,7 @@ import { McpServerPool } from '../src/mcp-servers/server-pool.js';
 import { probeIsolation } from '../src/sandbox/probe.js';
 import { startPoolChild } from './fixtures/pool-child.js';
 import { processTable } from './fixtures/proc-table.js';
+import { failureOf } from './fixtures/fleet-failure.js';
 
 const require = createRequire(import.meta.url);
 const EVERYTHING = join(dirname(require.resolve('@modelcontextprotocol/server-everything/package.json')), 'dist/index.js');
@@ -29,16 +29,6 @@ const open: { close(): Promise<void> }[] = [];
 function track<T extends { close(): Promise<void> }>(thing: T): T {
   open.push(thing);
   return thing;
-}
-
-/** The code and message a promise rejects with. */
-async function failureOf(promise: Promise<unknown>): Promise<{ code: unknown; message: string; details: unknown }> {
-  const err: unknown = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  if (!isFleetError(err)) throw new Error(`expected a FleetError, got ${String(err)}`);
-  return { code: err.code, message: err.message, details: err.details };
 }
 
 /** The pids of a pool's instances (all of them stdio processes here). */
