@@ -8,8 +8,6 @@ import {
   ConfigInvalidError,
   DEFAULT_APPROVAL_DEADLINE_MS,
   isFleetError,
-  LOST_KEY_PROBLEM,
-  lostKeyPaths,
   toolMatcher,
 } from '@forge-fleet/shared';
 import { parseYamlSource } from '@forge-fleet/shared/yaml-source';
@@ -84,8 +82,6 @@ export function loadPolicyFile(path: string): LoadedPolicy {
   const source = parseYamlSource(path, text, 'policy file');
   // An empty document (or only comments) is null: say what the file needs rather than "expected object".
   if (source.value === null || source.value === undefined) throw new ConfigInvalidError('policy file', [`${path}: the file is empty; it needs at least \`version: 1\` (see "Policy as a file" in README.md)`]);
-  const lost = lostKeyPaths(source.value);
-  if (lost.length > 0) throw new ConfigInvalidError('policy file', lost.map((p) => `${source.where(p, { key: true })}: ${p.join('.')}: ${LOST_KEY_PROBLEM}`));
   const parsed = Policy.safeParse(source.value);
   if (!parsed.success) {
     // The deepest node of each issue's path that exists in the file gives its line.
@@ -139,4 +135,3 @@ export function approvalDeadlineOf(policy: Policy): (tool: string, own?: number)
   const patterns = entries.filter(([p]) => p.endsWith('*')).map(([p, ms]) => [toolMatcher([p]), ms] as const);
   return (tool, own) => exact.get(tool) ?? patterns.find(([matches]) => matches(tool))?.[1] ?? own ?? policy.approval.deadlineMs;
 }
-

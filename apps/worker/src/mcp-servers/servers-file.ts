@@ -1,6 +1,6 @@
 import { readFileSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { ConfigInvalidError, LOST_KEY_PROBLEM, lostKeyPaths, MAX_TIMEOUT_MS, PoolName, type Tier, TierInput, ToolName } from '@forge-fleet/shared';
+import { ConfigInvalidError, MAX_TIMEOUT_MS, PoolName, type Tier, TierInput, ToolName } from '@forge-fleet/shared';
 import { z } from 'zod';
 import { POOL_DEFAULTS } from './pool-options.js';
 import { type ConfigValue, SecretValue } from './secret-value.js';
@@ -347,8 +347,6 @@ export function loadServersFile(path: string, env: Readonly<Record<string, strin
   if (source.value === null || source.value === undefined) {
     throw new ConfigInvalidError(WHAT, [`${file}: the file is empty; it needs \`version: 1\` and a \`servers\` map (see docs/mcp-servers.md)`]);
   }
-  const lost = lostKeyPaths(source.value);
-  if (lost.length > 0) throw new ConfigInvalidError(WHAT, lost.map((p) => problem(source, p, LOST_KEY_PROBLEM, { key: true })));
   const parsed = ServersFile.safeParse(source.value);
   if (!parsed.success) {
     const problems = parsed.error.issues.map((issue) => {

@@ -1,4 +1,5 @@
 import { ConfigInvalidError } from '../errors/errors.js';
+import { LOST_KEY_PROBLEM, lostKeyPaths } from './lost-keys.js';
 import { type Document, isMap, isNode, isScalar, LineCounter, parseDocument, visit } from 'yaml';
 
 /**
@@ -21,7 +22,8 @@ export interface YamlSource {
 
 /**
  * Parses `text`, read from `file`, keeping node positions.
- * @throws ConfigInvalidError (`invalid <what>: file:line:col: …`) for every syntax error, duplicate keys included.
+ * @throws ConfigInvalidError (`invalid <what>: file:line:col: …`) for every syntax error, duplicate keys included,
+ *   aliases that expand too often, and each key a JavaScript object would drop (`__proto__`, see lost-keys.ts).
  */
 export function parseYamlSource(file: string, text: string, what: string): YamlSource {
   const lines = new LineCounter();
@@ -31,7 +33,7 @@ export function parseYamlSource(file: string, text: string, what: string): YamlS
     return `${file}:${line}:${col}`;
   };
   if (doc.errors.length > 0) throw new ConfigInvalidError(what, doc.errors.map((e) => `${at(e.pos[0])}: ${e.message}`));
-  return {
+  const source: YamlSource = {
     value: plainValue(doc, what, at, file),
     where(path, options = {}) {
       if (options.key === true && path.length > 0) {
@@ -44,6 +46,9 @@ export function parseYamlSource(file: string, text: string, what: string): YamlS
       return isNode(node) && node.range !== undefined && node.range !== null ? at(node.range[0]) : file;
     },
   };
+  const lost = lostKeyPaths(source.value);
+  if (lost.length > 0) throw new ConfigInvalidError(what, lost.map((p) => `${source.where(p, { key: true })}: ${p.join('.')}: ${LOST_KEY_PROBLEM}`));
+  return source;
 }
 
 /**
