@@ -98,8 +98,9 @@ export class AnswerLines {
       this.#size += part.length;
       return;
     }
-    const held = Buffer.concat([...this.#parts, part.subarray(0, EDGE_BYTES)]);
-    this.#dropping = { bytes: this.#size + part.length, head: held.subarray(0, EDGE_BYTES), tail: lastBytes(Buffer.concat(this.#parts), part) };
+    // Only the edges of what was held are kept, and only they are copied: the rest may be megabytes.
+    const held = [...this.#parts, part];
+    this.#dropping = { bytes: this.#size + part.length, head: firstBytesOf(held), tail: lastBytesOf(held) };
     this.#parts = [];
     this.#size = 0;
   }
@@ -150,6 +151,29 @@ export function tooLargeBytes(err: unknown): { bytes: number; atLeast: boolean; 
 function lastBytes(before: Buffer, part: Buffer): Buffer {
   if (part.length >= EDGE_BYTES) return Buffer.from(part.subarray(part.length - EDGE_BYTES));
   return Buffer.from(Buffer.concat([before, part]).subarray(-EDGE_BYTES));
+}
+
+/** The first {@link EDGE_BYTES} of `parts` end to end, copying no more of them than that. */
+function firstBytesOf(parts: readonly Buffer[]): Buffer {
+  const edge: Buffer[] = [];
+  for (let i = 0, left = EDGE_BYTES; i < parts.length && left > 0; i += 1) {
+    const piece = (parts[i] as Buffer).subarray(0, left);
+    edge.push(piece);
+    left -= piece.length;
+  }
+  return Buffer.concat(edge);
+}
+
+/** The last {@link EDGE_BYTES} of `parts` end to end, copying no more of them than that. */
+function lastBytesOf(parts: readonly Buffer[]): Buffer {
+  const edge: Buffer[] = [];
+  for (let i = parts.length - 1, left = EDGE_BYTES; i >= 0 && left > 0; i -= 1) {
+    const part = parts[i] as Buffer;
+    const piece = part.subarray(Math.max(0, part.length - left));
+    edge.unshift(piece);
+    left -= piece.length;
+  }
+  return Buffer.concat(edge);
 }
 
 function idOf(head: Buffer, tail: Buffer): string | number | undefined {
