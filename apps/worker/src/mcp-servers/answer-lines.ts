@@ -144,7 +144,7 @@ export function tooLargeBytes(err: unknown): { bytes: number; atLeast: boolean; 
   const data = err.data as Record<string, unknown> | undefined;
   const bytes = data?.[MARK];
   const bound = data?.[BOUND];
-  return typeof bytes === 'number' ? { bytes, atLeast: data?.[AT_LEAST] === true, bound: typeof bound === 'number' ? bound : MAX_MESSAGE_BYTES } : undefined;
+  return typeof bytes === 'number' && typeof bound === 'number' ? { bytes, atLeast: data?.[AT_LEAST] === true, bound } : undefined;
 }
 
 /** The last {@link EDGE_BYTES} of `before` followed by `part`. */

@@ -31,7 +31,7 @@ async function throughEvents(chunks: string[], ids: (string | number)[], maxByte
 }
 
 /** A fetch that answers every request with `body` (split into `chunks`) and `type`. */
-function answering(chunks: string[], type: string, status = 200): typeof fetch {
+function answering(chunks: string[], type: string, status = 200, headers: Record<string, string> = {}): typeof fetch {
   return (() => {
     const body = new ReadableStream<Uint8Array>({
       start(controller) {
@@ -39,7 +39,7 @@ function answering(chunks: string[], type: string, status = 200): typeof fetch {
         controller.close();
       },
     });
-    return Promise.resolve(new Response(body, { status, headers: { 'content-type': type, 'mcp-session-id': 's-1' } }));
+    return Promise.resolve(new Response(body, { status, headers: { 'content-type': type, 'mcp-session-id': 's-1', ...headers } }));
   });
 }
 
@@ -92,6 +92,21 @@ describe('boundedFetch', () => {
     const answer = (await response.json()) as { id: number; error: { code: number; message: string; data: unknown } };
     expect(answer.id).toBe(3);
     expect(tooLargeBytes(new McpError(answer.error.code, answer.error.message, answer.error.data))).toMatchObject({ atLeast: true });
+  });
+
+  it('passes a JSON answer that declares a length within the bound as it is, and counts one that is compressed', async () => {
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 5, result: { content: [] } });
+    const declared = String(Buffer.byteLength(body));
+    const upstream = answering([body], 'application/json', 200, { 'content-length': declared });
+    const original = await upstream('http://upstream/mcp');
+    const passed = await boundedFetch(1024, () => Promise.resolve(original))('http://upstream/mcp', { method: 'POST', body: request(5) });
+    expect(passed).toBe(original);
+    // Decoded by fetch, a compressed body may be any size whatever its declared length: it is read and counted.
+    const big = JSON.stringify({ jsonrpc: '2.0', id: 6, result: { text: 'w'.repeat(200) } });
+    const compressed = await boundedFetch(64, answering([big], 'application/json', 200, { 'content-length': '40', 'content-encoding': 'gzip' }))('http://upstream/mcp', { method: 'POST', body: request(6) });
+    const answer = (await compressed.json()) as { id: number; error: { code: number; message: string; data: unknown } };
+    expect(answer.id).toBe(6);
+    expect(tooLargeBytes(new McpError(answer.error.code, answer.error.message, answer.error.data))).toMatchObject({ atLeast: true, bound: 64 });
   });
 
   it('reads no more than the start of an error body', async () => {

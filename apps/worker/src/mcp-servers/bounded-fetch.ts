@@ -68,6 +68,10 @@ function rebodied(response: Response, body: ConstructorParameters<typeof Respons
 }
 
 async function boundedJson(response: Response, body: ReadableStream<Uint8Array>, ids: readonly JsonRpcId[], maxBytes: number): Promise<Response> {
+  // The usual answer says its length, and fetch delivers no more than it says: within the bound it passes as it is,
+  // not read and copied here first. A compressed one is decoded by fetch, to any size, so it is counted.
+  const declared = response.headers.get('content-length');
+  if (declared !== null && response.headers.get('content-encoding') === null && Number(declared) <= maxBytes) return response;
   const parts: Uint8Array[] = [];
   let size = 0;
   const reader = body.getReader();
