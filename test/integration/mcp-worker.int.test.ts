@@ -4,6 +4,8 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FleetClient } from '@forge-fleet/client';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { freePort } from '@forge-fleet/local-redis';
 import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
@@ -14,6 +16,22 @@ import { until } from '../fixtures/wait.js';
 const EVERYTHING = createRequire(import.meta.url).resolve('@modelcontextprotocol/server-everything/dist/index.js');
 const CHANGING = join(ROOT, 'test', 'fixtures', 'changing-mcp-server.mjs');
 const UPSTREAM = join(ROOT, 'apps', 'worker', 'test', 'fixtures', 'mcp-http-upstream.mjs');
+const V2_SERVER = join(ROOT, 'apps', 'worker', 'test', 'fixtures', 'mcp-v2-server.mjs');
+
+/** A v2-SDK server over Streamable HTTP that speaks only MCP 2026-07-28 (`legacy: 'reject'`), on a free port. */
+async function startModernUpstream(): Promise<{ url: string; stop: () => void }> {
+  const child = spawn(process.execPath, [V2_SERVER, 'http', 'reject'], { stdio: ['ignore', 'pipe', 'ignore'] });
+  let out = '';
+  const port = await new Promise<number>((resolve, reject) => {
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = /"port":(\d+)/.exec(out);
+      if (m !== null) resolve(Number(m[1]));
+    });
+    child.once('exit', (code) => reject(new Error(`the upstream exited (${code})`)));
+  });
+  return { url: `http://127.0.0.1:${port}/mcp`, stop: () => child.kill('SIGKILL') };
+}
 
 /** The HTTP upstream fixture (official SDK, Streamable HTTP, asks for `Authorization: Bearer <token>`), on a free port. */
 async function startUpstream(token: string, onPort = 0): Promise<{ url: string; stop: () => void }> {
@@ -181,6 +199,33 @@ describe('forge-worker --mcp', () => {
       again?.stop();
     }
   }, 90_000);
+
+  it('serves a Streamable HTTP upstream that speaks only MCP 2026-07-28 on every entrance, its list changes followed', async () => {
+    const upstream = await startModernUpstream();
+    let mcp: Client | undefined;
+    try {
+      await t.fleet.worker({ tier: 'host', tools: false, mcp: serversFile({ modern: { url: upstream.url, tier: 'host', instances: { min: 2, max: 2 } } }) });
+      const { url } = await t.fleet.dispatcher({ FORGE_APPROVAL: 'auto' });
+      t.client = new FleetClient({ url });
+      await until('modern.add in the catalog', async () => (await listed(url)).some((tool) => tool.name === 'modern.add'));
+      const sums = await Promise.all(Array.from({ length: 40 }, (_, i) => t.client!.call('modern.add', { a: i, b: 1 }, { timeoutMs: 30_000 })));
+      sums.forEach((r, i) => expect(r).toMatchObject({ isError: false, structuredContent: { sum: i + 1 } }));
+      // The upstream refuses a call without its Mcp-Param-Region header (or with one that disagrees).
+      expect(await t.client.call('modern.header', { region: 'Zürich' }, { timeoutMs: 30_000 })).toMatchObject({ isError: false, content: 'region Zürich' });
+      const plain = await fetch(`${url}/v1/calls?wait=30000`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'modern.add', arguments: { a: 4, b: 5 } }) });
+      expect(((await plain.json()) as { result?: unknown }).result).toMatchObject({ isError: false, structuredContent: { sum: 9 } });
+      mcp = new Client({ name: 'modern-http-e2e', version: '0.0.0' });
+      await mcp.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp`)));
+      expect(await mcp.callTool({ name: 'modern.add', arguments: { a: 1, b: 1 } })).toMatchObject({ structuredContent: { sum: 2 } });
+      // A tool the upstream adds reaches the catalog through its subscriptions/listen stream.
+      expect(await t.client.call('modern.grow', {}, { timeoutMs: 30_000 })).toMatchObject({ isError: false, content: 'grown' });
+      await until('modern.added in the catalog', async () => (await listed(url)).some((tool) => tool.name === 'modern.added'), { timeoutMs: 20_000 });
+      expect(await t.client.call('modern.added', {}, { timeoutMs: 30_000 })).toMatchObject({ isError: false, content: 'here' });
+    } finally {
+      await mcp?.close();
+      upstream.stop();
+    }
+  });
 
   it("keeps a server's secrets out of what its stderr reaches: the worker's log and /readyz", async () => {
     const port = await freePort();

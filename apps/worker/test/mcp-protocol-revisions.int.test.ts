@@ -22,20 +22,22 @@ function track<T extends { close(): Promise<void> }>(thing: T): T {
   return thing;
 }
 
-/** The fixture in http mode, on an ephemeral port. */
-async function startHttp(era: 'serve' | 'reject'): Promise<{ url: string; close(): Promise<void> }> {
-  const child: ChildProcess = spawn(process.execPath, [V2_SERVER, 'http', era], { stdio: ['ignore', 'pipe', 'inherit'] });
+/** The fixture in http mode, on `port` (else an ephemeral one); `stderr` is what it has written there. */
+async function startHttp(era: 'serve' | 'reject', port = 0): Promise<{ url: string; port: number; stderr(): string; close(): Promise<void> }> {
+  const child: ChildProcess = spawn(process.execPath, [V2_SERVER, 'http', era, String(port)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const close = async (): Promise<void> => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     await exited;
   };
-  const port = await new Promise<number>((resolve, reject) => {
+  const listening = await new Promise<number>((resolve, reject) => {
     child.once('exit', (code) => reject(new Error(`the fixture exited (${code}) before listening`)));
     if (child.stdout === null) throw new Error('no stdout');
     createInterface({ input: child.stdout }).once('line', (line) => resolve((JSON.parse(line) as { port: number }).port));
   });
-  return track({ url: `http://127.0.0.1:${port}/mcp`, close });
+  return track({ url: `http://127.0.0.1:${listening}/mcp`, port: listening, stderr: () => stderr, close });
 }
 
 const stdio = (era: 'serve' | 'reject') => ({ command: process.execPath, args: [V2_SERVER, 'stdio', era], env: {}, startupTimeoutMs: 20_000 });
@@ -53,7 +55,7 @@ describe('a server built on the v2 SDK (MCP 2026-07-28)', () => {
     const pool = track(new McpServerPool({ server: 'v2', launch: stdio('serve'), instances: { min: 1, max: 1 } }, tools));
     await pool.start();
     const listed = await pool.listTools();
-    expect(listed.map((t) => t.name).sort()).toEqual(['add', 'grow', 'slow']);
+    expect(listed.map((t) => t.name).sort()).toEqual(['add', 'grow', 'header', 'slow']);
     expect(listed.find((t) => t.name === 'add')?.outputSchema).toMatchObject({ type: 'object', properties: { sum: { type: 'number' } } });
     expect(await pool.call({ tool: 'add', arguments: { a: 2, b: 40 } })).toMatchObject({ content: [{ type: 'text', text: '42' }], structuredContent: { sum: 42 } });
   });
@@ -62,7 +64,7 @@ describe('a server built on the v2 SDK (MCP 2026-07-28)', () => {
     const upstream = await startHttp('serve');
     const pool = track(new McpServerPool({ server: 'v2http', launch: { url: upstream.url }, instances: { min: 1, max: 1 } }, tools));
     await pool.start();
-    expect((await pool.listTools()).map((t) => t.name).sort()).toEqual(['add', 'grow', 'slow']);
+    expect((await pool.listTools()).map((t) => t.name).sort()).toEqual(['add', 'grow', 'header', 'slow']);
     expect(await pool.call({ tool: 'add', arguments: { a: 1, b: 2 } })).toMatchObject({ structuredContent: { sum: 3 } });
   });
 
@@ -71,7 +73,7 @@ describe('a server built on the v2 SDK (MCP 2026-07-28)', () => {
     await pool.start();
     expect(pool.status().instances).toHaveLength(2);
     const listed = await pool.listTools();
-    expect(listed.map((t) => t.name).sort()).toEqual(['add', 'grow', 'slow']);
+    expect(listed.map((t) => t.name).sort()).toEqual(['add', 'grow', 'header', 'slow']);
     expect(listed.find((t) => t.name === 'add')?.outputSchema).toMatchObject({ properties: { sum: { type: 'number' } } });
     const sums = await Promise.all([1, 2, 3, 4].map((a) => pool.call({ tool: 'add', arguments: { a, b: 10 } })));
     expect(sums.map((r) => r.structuredContent)).toEqual([{ sum: 11 }, { sum: 12 }, { sum: 13 }, { sum: 14 }]);
@@ -105,17 +107,76 @@ describe('a server built on the v2 SDK (MCP 2026-07-28)', () => {
     const changed = new Promise<void>((resolve) => pool.once('toolsChanged', () => resolve()));
     expect(await pool.call({ tool: 'grow', arguments: {} })).toMatchObject({ content: [{ type: 'text', text: 'grown' }] });
     await changed;
-    expect((await pool.listTools()).map((t) => t.name).sort()).toEqual(['add', 'added', 'grow', 'slow']);
+    expect((await pool.listTools()).map((t) => t.name).sort()).toEqual(['add', 'added', 'grow', 'header', 'slow']);
   });
 
-  it('that serves 2026-07-28 only fails to start over HTTP the same way, not as a bare HTTP 400', async () => {
+  it('that serves 2026-07-28 only is served as a Streamable HTTP upstream too: list, call, headers, progress, two connections', async () => {
     const upstream = await startHttp('reject');
-    const failure = await failureOf(HttpMcpInstance.start({ server: 'modern-http', launch: { url: upstream.url, headers: {}, startupTimeoutMs: 10_000 } }));
+    const pool = track(new McpServerPool({ server: 'modern-http', launch: { url: upstream.url }, instances: { min: 2, max: 2 } }, tools));
+    await pool.start();
+    expect(pool.status().instances).toHaveLength(2);
+    expect(pool.status().instances.every((i) => i.id.startsWith('2026-07-28 connection to'))).toBe(true);
+    const listed = await pool.listTools();
+    expect(listed.map((t) => t.name).sort()).toEqual(['add', 'grow', 'header', 'slow']);
+    expect(listed.find((t) => t.name === 'header')?.inputSchema).toMatchObject({ properties: { region: { type: 'string', 'x-mcp-header': 'Region' } } });
+    const sums = await Promise.all([1, 2, 3, 4].map((a) => pool.call({ tool: 'add', arguments: { a, b: 10 } })));
+    expect(sums.map((r) => r.structuredContent)).toEqual([{ sum: 11 }, { sum: 12 }, { sum: 13 }, { sum: 14 }]);
+    // The server refuses a call whose Mcp-Param-Region header is missing or differs: plain ASCII and base64-sentinel values both arrive.
+    // At once, so both connections carry some, the one that did not list the tools included.
+    const regions = ['eu-west-1', 'São Paulo ', '=?base64?x?=', 'us-east-2', '東京', ' '];
+    const echoed = await Promise.all(regions.map((region) => pool.call({ tool: 'header', arguments: { region } })));
+    expect(echoed.map((r) => r.content)).toEqual(regions.map((region) => [{ type: 'text', text: `region ${region}` }]));
+    const progress: number[] = [];
+    const counted = await pool.call({ tool: 'slow', arguments: { steps: 3, ms: 10 }, onProgress: (p) => progress.push(p.progress) });
+    expect(counted.content).toEqual([{ type: 'text', text: 'counted 3' }]);
+    expect(progress).toEqual([1, 2, 3]);
+  });
+
+  it('that serves 2026-07-28 only over HTTP gets a cancel (its request is aborted), a still-answering check and its list changes', async () => {
+    const upstream = await startHttp('reject');
+    const changes: string[] = [];
+    const instance = track(await HttpMcpInstance.start({ server: 'modern-http', launch: { url: upstream.url, headers: {}, startupTimeoutMs: 10_000 }, onToolsChanged: () => changes.push('changed') }));
+    const abort = new AbortController();
+    let running: Promise<unknown> | undefined;
+    await new Promise<void>((resolve) => {
+      running = instance.callTool('slow', { steps: 500, ms: 20 }, { timeoutMs: 60_000, signal: abort.signal, onProgress: () => resolve() });
+    });
+    abort.abort();
+    expect(await failureOf(running ?? Promise.resolve())).toMatchObject({ code: 'CANCELLED' });
+    // The server's handler saw its request aborted and stopped (it says so on stderr), long before its 10 s of steps.
+    await expect.poll(() => upstream.stderr(), { timeout: 5_000 }).toContain('slow: cancelled at step');
+    expect(instance.alive).toBe(true);
+    expect(await instance.ping(5_000)).toBe(true);
+    // A timeout aborts the request the same way.
+    expect(await failureOf(instance.callTool('slow', { steps: 500, ms: 20 }, { timeoutMs: 300 }))).toMatchObject({ code: 'EXECUTION_TIMEOUT' });
+    await expect.poll(() => upstream.stderr().split('slow: cancelled').length, { timeout: 5_000 }).toBe(3);
+    expect(await instance.callTool('grow', {}, { timeoutMs: 10_000 })).toMatchObject({ content: [{ type: 'text', text: 'grown' }] });
+    await expect.poll(() => changes.length, { timeout: 5_000 }).toBeGreaterThan(0);
+    expect((await instance.listTools({ timeoutMs: 10_000 })).map((t) => t.name)).toContain('added');
+    expect(instance.alive).toBe(true);
+  });
+
+  it('that serves 2026-07-28 only over HTTP is served again after the upstream restarts, its list changes still followed', async () => {
+    const first = await startHttp('reject');
+    const pool = track(new McpServerPool({ server: 'modern-http', launch: { url: first.url }, instances: { min: 1, max: 1 }, restart: { initialDelayMs: 50, maxDelayMs: 200, crashLoopFailures: 1000 } }, tools));
+    await pool.start();
+    expect(await pool.call({ tool: 'add', arguments: { a: 1, b: 2 } })).toMatchObject({ structuredContent: { sum: 3 } });
+    await first.close();
+    const second = await startHttp('reject', first.port);
+    await expect.poll(async () => (await pool.call({ tool: 'add', arguments: { a: 2, b: 2 } }).catch(() => undefined))?.structuredContent, { timeout: 10_000, interval: 100 }).toEqual({ sum: 4 });
+    const changed = new Promise<void>((resolve) => pool.once('toolsChanged', () => resolve()));
+    expect(await pool.call({ tool: 'grow', arguments: {} })).toMatchObject({ content: [{ type: 'text', text: 'grown' }] });
+    await changed;
+    expect((await pool.listTools()).map((t) => t.name)).toContain('added');
+    expect(second.stderr()).not.toContain('Rejected inbound request');
+  });
+
+  it('that serves only a revision the worker does not speak fails to start over HTTP saying so, not as a bare HTTP 400', async () => {
+    const upstream = await startHttp('reject');
+    const failure = await failureOf(HttpMcpInstance.start({ server: 'future-http', launch: { url: `${upstream.url}?future`, headers: {}, startupTimeoutMs: 10_000 } }));
     expect(failure.code).toBe('UNAVAILABLE');
-    expect(failure.message).toContain('it speaks only MCP 2026-07-28');
-    expect(failure.message).toContain(SUPPORTED_PROTOCOL_VERSIONS.join(', '));
-    expect(failure.message).toContain("legacy: 'reject'");
-    expect(failure.message).toContain('run it over stdio');
+    expect(failure.message).toContain('it speaks only MCP 2099-01-01');
+    expect(failure.message).toContain(`${[...SUPPORTED_PROTOCOL_VERSIONS, '2026-07-28'].join(', ')} here`);
     expect(failure.message).not.toContain('HTTP 400');
   });
 });

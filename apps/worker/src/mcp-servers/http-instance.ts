@@ -1,14 +1,19 @@
 import { McpServerLostError, UnavailableError } from '@forge-fleet/shared';
 import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ErrorCode as McpErrorCode } from '@modelcontextprotocol/sdk/types.js';
+import { McpError, ErrorCode as McpErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import type { McpHttpLaunch } from './pool-options.js';
 import { revealAll } from './secret-value.js';
 import { boundedFetch } from './bounded-fetch.js';
-import { MODERN_REVISION } from './modern-era.js';
+import { MODERN_ONLY, MODERN_REVISION } from './modern-era.js';
+import type { ParamHeader } from './modern-http-headers.js';
+import { ModernHttpTransport } from './modern-http-transport.js';
 import { isMcpError, refusedRevisions, revisionRefusal, UpstreamInstance, type UpstreamHooks } from './upstream-instance.js';
 
 /** How long ending a session may wait for the upstream to answer its DELETE: one that hangs must not hold up a worker's shutdown. */
 const TERMINATE_TIMEOUT_MS = 5_000;
+
+/** The `x-mcp-header` declarations of a 2026-07-28 upstream's tools, by its launch: one for all the pool's connections to it. */
+const PARAM_HEADERS = new WeakMap<McpHttpLaunch, Map<string, readonly ParamHeader[]>>();
 
 /** What a redacted secret shows instead. */
 const REDACTED = '[redacted]';
@@ -25,13 +30,18 @@ const MIN_REDACTED_PART = 8;
  * reached) ends, so that the pool replaces it with its restart backoff.
  * Closing it terminates the session with a DELETE; nothing is killed.
  *
+ * An upstream that speaks only MCP 2026-07-28 refuses the SDK's 2025-era
+ * `initialize`; naming that revision, it is served over the transport of that
+ * revision instead (modern-http-transport.ts), where an "instance" is the
+ * worker's connection to it, with no session at the upstream.
+ *
  * The headers are secrets: they go into requests and nowhere else. Every
  * message this class makes is built from the status code and the fleet's own
  * words, with any header value that might still appear redacted, and no raw
  * SDK error travels as a `cause` (its text may quote the upstream's answer).
  */
 export class HttpMcpInstance extends UpstreamInstance {
-  readonly #transport: StreamableHTTPClientTransport;
+  readonly #transport: StreamableHTTPClientTransport | ModernHttpTransport;
   /** The URL for people: origin and path, without a query that might carry a key. */
   readonly #where: string;
   /** The header values and their longer parts, longest first, removed from every message. */
@@ -41,7 +51,7 @@ export class HttpMcpInstance extends UpstreamInstance {
   /** `initialize` was answered: from now on a failed connection ends the session. */
   #open = false;
 
-  private constructor(server: string, launch: McpHttpLaunch, hooks: UpstreamHooks) {
+  private constructor(server: string, launch: McpHttpLaunch, hooks: UpstreamHooks, modern: boolean) {
     super(server, hooks);
     const url = new URL(launch.url);
     this.#where = `${url.origin}${url.pathname}`;
@@ -49,7 +59,8 @@ export class HttpMcpInstance extends UpstreamInstance {
     const headers = revealAll(launch.headers);
     this.#secrets = secretsOf(Object.values(headers));
     // Bounded answers (bounded-fetch.ts): an upstream's one huge answer fails its call, not the worker.
-    this.#transport = new StreamableHTTPClientTransport(url, { requestInit: { headers }, fetch: boundedFetch(launch.maxMessageBytes) });
+    const fetch = boundedFetch(launch.maxMessageBytes);
+    this.#transport = modern ? new ModernHttpTransport(url, headers, fetch, paramHeadersFor(launch)) : new StreamableHTTPClientTransport(url, { requestInit: { headers }, fetch });
     // Set before connect, which chains its own handler after this one: the transport reports here what it does not throw.
     this.#transport.onerror = (err) => this.#onTransportError(err);
   }
@@ -62,12 +73,18 @@ export class HttpMcpInstance extends UpstreamInstance {
    */
   static async start(options: { server: string; launch: McpHttpLaunch } & UpstreamHooks): Promise<HttpMcpInstance> {
     const { server, launch } = options;
-    const instance = new HttpMcpInstance(server, launch, options);
+    const modern = MODERN_ONLY.has(launch);
+    const instance = new HttpMcpInstance(server, launch, options, modern);
     try {
       await instance.client.connect(instance.#transport, { timeout: launch.startupTimeoutMs });
     } catch (err) {
       instance.expected = true;
       await instance.client.close().catch(() => undefined);
+      if (!modern && refusedRevisionsOf(err)?.includes(MODERN_REVISION) === true) {
+        // Known from here on: the pool's next sessions with this upstream start in its revision, without a refused handshake first.
+        MODERN_ONLY.add(launch);
+        return HttpMcpInstance.start(options);
+      }
       const reason = isMcpError(err, McpErrorCode.RequestTimeout) ? `it did not answer initialize within ${launch.startupTimeoutMs} ms` : instance.#startFailure(err);
       throw new UnavailableError(reason, { what: `MCP server '${server}' (${instance.#where})` });
     }
@@ -77,6 +94,7 @@ export class HttpMcpInstance extends UpstreamInstance {
   }
 
   override get id(): string {
+    if (this.#transport instanceof ModernHttpTransport) return `${MODERN_REVISION} connection to ${this.#where}`;
     const session = this.#transport.sessionId;
     // A prefix only: to some upstreams a session id is as good as a credential.
     return `${session === undefined ? 'stateless session' : `session ${session.slice(0, 8)}…`} at ${this.#where}`;
@@ -125,12 +143,8 @@ export class HttpMcpInstance extends UpstreamInstance {
     if (err instanceof StreamableHTTPError && (err.code === 401 || err.code === 403)) {
       return `it refused the session with HTTP ${err.code}; check the credentials in its headers (the values are not shown)`;
     }
-    const revisions = err instanceof StreamableHTTPError && err.code === 400 ? refusedRevisionsOf(err.message) : undefined;
-    if (revisions !== undefined) {
-      // Over stdio the worker bridges to such a server (modern-era.ts); over HTTP it would need the 2026 transport too.
-      const bridged = revisions.includes(MODERN_REVISION) ? `; or run it over stdio (command, not url), where the worker speaks ${MODERN_REVISION} too` : '';
-      return `${revisionRefusal(revisions)}${bridged}`;
-    }
+    const revisions = refusedRevisionsOf(err);
+    if (revisions !== undefined) return revisionRefusal(revisions);
     if (err instanceof StreamableHTTPError && err.code !== undefined && err.code > 0) return `it answered initialize with HTTP ${err.code}`;
     return `it cannot be reached: ${this.describe(err)}`;
   }
@@ -148,6 +162,12 @@ export class HttpMcpInstance extends UpstreamInstance {
     for (const secret of this.#secrets) out = out.split(secret).join(REDACTED);
     return out;
   }
+}
+
+function paramHeadersFor(launch: McpHttpLaunch): Map<string, readonly ParamHeader[]> {
+  let found = PARAM_HEADERS.get(launch);
+  if (found === undefined) PARAM_HEADERS.set(launch, (found = new Map<string, readonly ParamHeader[]>()));
+  return found;
 }
 
 /**
@@ -187,12 +207,16 @@ function secretsOf(values: readonly string[]): string[] {
 }
 
 /**
- * The revisions an upstream that refused `initialize` for its protocol
- * revision says it speaks, from the JSON-RPC error the SDK's transport quotes
- * after its own words (`Error POSTing to endpoint: {...}`); undefined for any
- * other 400. Only revision strings are taken from that answer.
+ * The revisions an upstream that refused the worker's revision says it
+ * speaks: from the JSON-RPC error the SDK's transport quotes after its own
+ * words on a 400 (`Error POSTing to endpoint: {...}`), or from the error
+ * answer of a 2026-07-28 upstream's discovery; undefined for any other
+ * failure. Only revision strings are taken from that answer.
  */
-function refusedRevisionsOf(message: string): string[] | undefined {
+function refusedRevisionsOf(err: unknown): string[] | undefined {
+  if (err instanceof McpError) return refusedRevisions(err.code, err.data);
+  if (!(err instanceof StreamableHTTPError) || err.code !== 400) return undefined;
+  const message = err.message;
   const start = message.indexOf('{');
   if (start < 0) return undefined;
   try {

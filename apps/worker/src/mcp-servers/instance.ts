@@ -2,10 +2,10 @@ import type { ChildProcess } from 'node:child_process';
 import type { Stream } from 'node:stream';
 import { McpServerLostError, UnavailableError } from '@forge-fleet/shared';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { type JSONRPCMessage, McpError, ErrorCode as McpErrorCode, SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/sdk/types.js';
+import { type JSONRPCMessage, McpError, ErrorCode as McpErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import { Outbox } from '../sandbox/framing.js';
 import { AnswerLines } from './answer-lines.js';
-import { MODERN_REVISION, ModernEraBridge } from './modern-era.js';
+import { MODERN_ONLY, MODERN_REVISION, ModernEraBridge } from './modern-era.js';
 import { GroupReaper } from './group-reaper.js';
 import { type LaunchTools, stdioLaunch } from './launch-command.js';
 import type { McpStdioLaunch } from './pool-options.js';
@@ -75,8 +75,7 @@ class SpawnAwareTransport extends StdioClientTransport {
 
   override send(message: JSONRPCMessage): Promise<void> {
     if (this.#bridge === undefined) return this.#write(message);
-    this.#bridge.fromClient(message);
-    return Promise.resolve();
+    return this.#bridge.fromClient(message);
   }
 
   #write(message: JSONRPCMessage): Promise<void> {
@@ -89,6 +88,7 @@ class SpawnAwareTransport extends StdioClientTransport {
     // What this turn queued goes before stdin ends (a write after end would fail).
     this.#outbox?.flush();
     this.#outbox = undefined;
+    this.#bridge?.close();
     await super.close();
   }
 }
@@ -97,14 +97,6 @@ class SpawnAwareTransport extends StdioClientTransport {
 const REDACTED = '[redacted]';
 /** Shorter values are not redacted: replacing every `1` or `on` of a tail would hide the tail, not a secret. */
 const MIN_REDACTED_LENGTH = 4;
-
-/**
- * The servers found to speak only MCP 2026-07-28 (they refused the 2025-era
- * `initialize` with that revision as the one they speak), by their launch: the
- * pool keeps one launch object per server, so each of its later instances
- * starts bridged at once.
- */
-const MODERN_ONLY = new WeakSet<McpStdioLaunch>();
 
 /**
  * One running stdio MCP server process, connected with the official SDK's
@@ -159,7 +151,7 @@ export class McpInstance extends UpstreamInstance {
       const reason = isMcpError(err, McpErrorCode.RequestTimeout)
         ? `it did not answer initialize within ${launch.startupTimeoutMs} ms`
         : revisions !== undefined
-          ? revisionRefusal(revisions, [...SUPPORTED_PROTOCOL_VERSIONS, MODERN_REVISION])
+          ? revisionRefusal(revisions)
           : `it failed to start: ${errorText(err)}`;
       const tail = instance.stderrTail.trim();
       throw new UnavailableError(`${reason}${tail === '' ? '' : `; its stderr: ${tail.slice(-1000)}`}`, { what: `MCP server '${server}' (${launch.command})`, cause: err });

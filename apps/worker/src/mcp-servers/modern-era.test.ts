@@ -1,5 +1,5 @@
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { MODERN_REVISION, ModernEraBridge } from './modern-era.js';
 
 type Wire = Record<string, unknown>;
@@ -8,13 +8,15 @@ function bridge(): { bridge: ModernEraBridge; toServer: Wire[]; toClient: Wire[]
   const toServer: Wire[] = [];
   const toClient: Wire[] = [];
   const b = new ModernEraBridge(
-    (m) => toServer.push(m),
+    (m) => {
+      toServer.push(m);
+    },
     (m) => toClient.push(m),
   );
   return { bridge: b, toServer, toClient };
 }
 
-const send = (b: ModernEraBridge, m: Wire): void => b.fromClient(m as JSONRPCMessage);
+const send = (b: ModernEraBridge, m: Wire): void => void b.fromClient(m as JSONRPCMessage);
 const answer = (b: ModernEraBridge, m: Wire): void => b.fromServer({ jsonrpc: '2.0', ...m } as JSONRPCMessage);
 
 const clientInfo = { name: 'forge-worker', version: '1.2.3' };
@@ -81,6 +83,63 @@ describe('ModernEraBridge', () => {
     answer(b, { method: 'notifications/tools/list_changed' });
     answer(b, { id: listen.id, result: {} });
     expect(toClient).toEqual([{ jsonrpc: '2.0', method: 'notifications/tools/list_changed' }]);
+    b.close();
+  });
+
+  describe('a listen stream that ends', () => {
+    afterEach(() => {
+      vi.useRealTimers();
+    });
+
+    it('is opened again a second later, and the client told the tools may have changed meanwhile', () => {
+      vi.useFakeTimers();
+      const { bridge: b, toServer, toClient } = bridge();
+      send(b, { jsonrpc: '2.0', method: 'notifications/initialized' });
+      answer(b, { method: 'notifications/subscriptions/acknowledged', params: {} });
+      answer(b, { id: (toServer[0] as { id: string }).id, error: { code: -32000, message: 'the upstream ended the listen stream' } });
+      expect(toServer).toHaveLength(1);
+      vi.advanceTimersByTime(1_000);
+      expect(toServer.map((m) => m.method)).toEqual(['subscriptions/listen', 'subscriptions/listen']);
+      expect(toClient).toEqual([{ jsonrpc: '2.0', method: 'notifications/tools/list_changed' }]);
+      // The new stream is followed as the first was: its end opens a third.
+      answer(b, { method: 'notifications/subscriptions/acknowledged', params: {} });
+      answer(b, { id: (toServer[1] as { id: string }).id, result: {} });
+      vi.advanceTimersByTime(1_000);
+      expect(toServer).toHaveLength(3);
+      b.close();
+    });
+
+    it('is not opened again when the server never acknowledged it (it does not offer one), nor once the bridge is closed', () => {
+      vi.useFakeTimers();
+      const refused = bridge();
+      send(refused.bridge, { jsonrpc: '2.0', method: 'notifications/initialized' });
+      answer(refused.bridge, { id: (refused.toServer[0] as { id: string }).id, error: { code: -32601, message: 'Method not found' } });
+      vi.advanceTimersByTime(10_000);
+      expect(refused.toServer).toHaveLength(1);
+      expect(refused.toClient).toEqual([]);
+
+      const closing = bridge();
+      send(closing.bridge, { jsonrpc: '2.0', method: 'notifications/initialized' });
+      answer(closing.bridge, { method: 'notifications/subscriptions/acknowledged', params: {} });
+      answer(closing.bridge, { id: (closing.toServer[0] as { id: string }).id, result: {} });
+      closing.bridge.close();
+      vi.advanceTimersByTime(10_000);
+      expect(closing.toServer).toHaveLength(1);
+      expect(closing.toClient).toEqual([]);
+    });
+  });
+
+  it('hands a message it could not send to the caller as the send\'s failure, its own requests included', async () => {
+    const down = new TypeError('fetch failed');
+    const b = new ModernEraBridge(
+      () => Promise.reject(down),
+      () => undefined,
+    );
+    await expect(b.fromClient(initialize as JSONRPCMessage)).rejects.toBe(down);
+    await expect(b.fromClient({ jsonrpc: '2.0', id: 3, method: 'ping' })).rejects.toBe(down);
+    await expect(b.fromClient({ jsonrpc: '2.0', id: 4, method: 'tools/list' })).rejects.toBe(down);
+    // The subscription is the bridge's own business: its failure is not the client's initialized notification's.
+    await expect(b.fromClient({ jsonrpc: '2.0', method: 'notifications/initialized' })).resolves.toBeUndefined();
   });
 
   it('turns ping into a discovery and answers it with an empty result, or the discovery\'s error', () => {

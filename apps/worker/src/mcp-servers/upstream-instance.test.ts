@@ -28,10 +28,11 @@ describe('revisionRefusal', () => {
     expect(text).toContain("legacy: 'reject'");
   });
 
-  it('names the revisions the worker speaks on that transport when told them', () => {
-    const text = revisionRefusal(['2027-01-01'], [...SUPPORTED_PROTOCOL_VERSIONS, '2026-07-28']);
+  it('names the revisions the worker speaks, the bridged 2026-07-28 among them, or those it is told', () => {
+    const text = revisionRefusal(['2027-01-01']);
     expect(text).toContain('it speaks only MCP 2027-01-01');
     expect(text).toContain(`${SUPPORTED_PROTOCOL_VERSIONS.join(', ')}, 2026-07-28 here`);
+    expect(revisionRefusal(['2027-01-01'], ['2025-11-25'])).toContain('speaks 2025-11-25 here');
   });
 
   it('says so when the server named no revision', () => {

@@ -14,6 +14,7 @@ import {
   ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import { tooLargeBytes } from './answer-lines.js';
+import { MODERN_REVISION } from './modern-era.js';
 
 /** A `tools/call` result taken as the server sent it (an object); resultOf in mcp-tool-executor.ts checks it. */
 const ANY_RESULT = z.custom<CallToolResult>((value) => typeof value === 'object' && value !== null && !Array.isArray(value), 'a tools/call result must be an object');
@@ -238,14 +239,14 @@ export function refusedRevisions(code: unknown, data: unknown): string[] | undef
 /**
  * Why a server that refused the worker's protocol revision cannot be served,
  * for `/readyz` and the log. The worker's client (SDK 1.x) speaks the 2025-era
- * handshake; over stdio the worker also bridges to a server that speaks only
- * MCP 2026-07-28 (modern-era.ts), over HTTP it does not. A server of the v2 SDK
+ * handshake; the worker also bridges to a server that speaks only MCP
+ * 2026-07-28 (modern-era.ts), over stdio and HTTP. A server of the v2 SDK
  * serves 2025-era clients unless built to refuse them (`legacy: 'reject'`).
  *
  * @param supported the revisions the server says it speaks
- * @param workerSpeaks the revisions the worker speaks on this transport
+ * @param workerSpeaks the revisions the worker speaks: the SDK's and the bridged one, unless told otherwise
  */
-export function revisionRefusal(supported: readonly string[], workerSpeaks: readonly string[] = SUPPORTED_PROTOCOL_VERSIONS): string {
+export function revisionRefusal(supported: readonly string[], workerSpeaks: readonly string[] = [...SUPPORTED_PROTOCOL_VERSIONS, MODERN_REVISION]): string {
   const theirs = supported.length === 0 ? 'none of the revisions the worker speaks' : `only MCP ${supported.join(', ')}`;
   return (
     `it speaks ${theirs} and refused the worker's initialize for ${LATEST_PROTOCOL_VERSION}; the worker's MCP client speaks ` +
