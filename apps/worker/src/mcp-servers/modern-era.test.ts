@@ -101,11 +101,33 @@ describe('ModernEraBridge', () => {
       vi.advanceTimersByTime(1_000);
       expect(toServer.map((m) => m.method)).toEqual(['subscriptions/listen', 'subscriptions/listen']);
       expect(toClient).toEqual([{ jsonrpc: '2.0', method: 'notifications/tools/list_changed' }]);
-      // The new stream is followed as the first was: its end opens a third.
-      answer(b, { method: 'notifications/subscriptions/acknowledged', params: {} });
-      answer(b, { id: (toServer[1] as { id: string }).id, result: {} });
-      vi.advanceTimersByTime(1_000);
+      // The new stream is followed as the first was; as it too ended at once, the next wait is twice as long.
+      const endAtOnce = (n: number): void => {
+        answer(b, { method: 'notifications/subscriptions/acknowledged', params: {} });
+        answer(b, { id: (toServer[n] as { id: string }).id, result: {} });
+      };
+      endAtOnce(1);
+      vi.advanceTimersByTime(1_999);
+      expect(toServer).toHaveLength(2);
+      vi.advanceTimersByTime(1);
       expect(toServer).toHaveLength(3);
+      // Doubling up to 30 s between streams that end at once.
+      for (let n = 2; n < 7; n += 1) {
+        endAtOnce(n);
+        vi.advanceTimersByTime(30_000);
+      }
+      expect(toServer).toHaveLength(8);
+      endAtOnce(7);
+      vi.advanceTimersByTime(29_999);
+      expect(toServer).toHaveLength(8);
+      vi.advanceTimersByTime(1);
+      expect(toServer).toHaveLength(9);
+      // One that stayed open a minute was a good one: the wait starts over at a second.
+      answer(b, { method: 'notifications/subscriptions/acknowledged', params: {} });
+      vi.advanceTimersByTime(60_000);
+      answer(b, { id: (toServer[8] as { id: string }).id, result: {} });
+      vi.advanceTimersByTime(1_000);
+      expect(toServer).toHaveLength(10);
       b.close();
     });
 

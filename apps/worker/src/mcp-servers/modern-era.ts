@@ -20,8 +20,13 @@ const SERVER_INFO_KEY = 'io.modelcontextprotocol/serverInfo';
 /** Ids of the bridge's own requests: strings with this prefix, which the SDK's client (numeric ids) never uses. */
 const OWN_ID = 'forge-era-';
 
-/** How long after a listen stream that had been open ends the bridge opens another: an upstream that restarts is listened to again. */
+/**
+ * How long after a listen stream that had been open ends the bridge opens another (an upstream that restarted
+ * is listened to again), doubling up to {@link RELISTEN_MAX_MS} while the streams end as soon as they open: an
+ * upstream that ends each at once costs a request and a tool listing per 30 s, not one per second.
+ */
 const RELISTEN_MS = 1_000;
+const RELISTEN_MAX_MS = 30_000;
 
 type Message = Record<string, unknown> & { jsonrpc: '2.0' };
 type Params = Record<string, unknown> & { _meta?: Record<string, unknown> };
@@ -60,6 +65,9 @@ export class ModernEraBridge {
   #stamp: Record<string, unknown> = { [VERSION_KEY]: MODERN_REVISION };
   /** The upstream acknowledged the listen stream now open: its end is worth a new one. */
   #listening = false;
+  /** When the open stream was acknowledged, and the wait before the next one should it end. */
+  #listenedAt = 0;
+  #relistenMs = RELISTEN_MS;
   #relisten: NodeJS.Timeout | undefined;
   #closed = false;
 
@@ -102,6 +110,7 @@ export class ModernEraBridge {
     // The first message of the listen stream: the client has no use for it.
     if (m.method === 'notifications/subscriptions/acknowledged') {
       this.#listening = true;
+      this.#listenedAt = Date.now();
       return;
     }
     this.#toClient(message);
@@ -156,12 +165,16 @@ export class ModernEraBridge {
     await this.#request('subscriptions/listen', { notifications: { toolsListChanged: true } }, () => {
       if (!this.#listening || this.#closed) return;
       this.#listening = false;
+      // A stream that stayed open a while was a good one: the next wait starts over.
+      if (Date.now() - this.#listenedAt >= RELISTEN_MAX_MS) this.#relistenMs = RELISTEN_MS;
+      const wait = this.#relistenMs;
+      this.#relistenMs = Math.min(wait * 2, RELISTEN_MAX_MS);
       this.#relisten = setTimeout(() => {
         if (this.#closed) return;
         void this.#listen().catch(() => undefined);
         // What changed while no stream was open was not told: the client lists again.
         this.#toClient({ jsonrpc: '2.0', method: 'notifications/tools/list_changed' });
-      }, RELISTEN_MS);
+      }, wait);
       this.#relisten.unref();
     }).catch(() => undefined);
   }

@@ -82,4 +82,13 @@ describe('paramHeadersOf', () => {
     expect(paramHeadersOf(schema)).toEqual([{ path: ['first'], name: 'Same' }]);
     for (const odd of [undefined, null, 'schema', [], { properties: [] }, { properties: { a: null } }]) expect(paramHeadersOf(odd)).toEqual([]);
   });
+
+  it('does not walk a schema nested past 32 levels: a hostile one of a million levels is not a stack overflow', () => {
+    let deep: Record<string, unknown> = { type: 'string', 'x-mcp-header': 'Deep' };
+    for (let i = 0; i < 1_000_000; i += 1) deep = { type: 'object', properties: { p: deep } };
+    expect(paramHeadersOf(deep)).toEqual([]);
+    let shallow: Record<string, unknown> = { type: 'string', 'x-mcp-header': 'Shallow' };
+    for (let i = 0; i < 31; i += 1) shallow = { type: 'object', properties: { p: shallow } };
+    expect(paramHeadersOf(shallow)).toEqual([{ path: Array.from({ length: 31 }, () => 'p'), name: 'Shallow' }]);
+  });
 });

@@ -24,6 +24,9 @@ const HEADER_KEYWORD = 'x-mcp-header';
 /** An HTTP field name (RFC 9110 token): a declaration naming anything else is ignored, never sent malformed. */
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 
+/** How deep in `properties` declarations are looked for: a schema nested deeper (a hostile one, a million levels) is not walked down. */
+const MAX_DEPTH = 32;
+
 /** The property types a header may carry: `number` is left out by the revision itself. */
 const HEADER_TYPES = new Set(['string', 'integer', 'boolean']);
 
@@ -78,7 +81,7 @@ export function paramHeadersOf(inputSchema: unknown): ParamHeader[] {
   const found: ParamHeader[] = [];
   const seen = new Set<string>();
   const walk = (schema: unknown, path: readonly string[]): void => {
-    if (!isObject(schema) || !isObject(schema.properties)) return;
+    if (path.length >= MAX_DEPTH || !isObject(schema) || !isObject(schema.properties)) return;
     for (const [key, property] of Object.entries(schema.properties)) {
       if (!isObject(property)) continue;
       const name = property[HEADER_KEYWORD];

@@ -155,6 +155,37 @@ describe('ModernHttpTransport', () => {
     expect(errors).toEqual([]);
   });
 
+  it("drops an answer for another request on a request's POST: one call's answer cannot settle another's", async () => {
+    const forged = { jsonrpc: '2.0', id: 2, result: { content: [{ type: 'text', text: 'forged' }] } };
+    const { t, delivered } = transport((body) =>
+      body.id === 1
+        ? new Response(streamOf(`data: ${JSON.stringify(forged)}\n\n`, `data: ${JSON.stringify({ jsonrpc: '2.0', id: 1, result: {} })}\n\n`), { headers: { 'content-type': 'text/event-stream' } })
+        : json([forged, { jsonrpc: '2.0', id: 3, result: {} }]),
+    );
+    await t.send(call(1));
+    await expect.poll(() => delivered.length).toBe(1);
+    await t.send(call(3));
+    expect(delivered).toEqual([
+      { jsonrpc: '2.0', id: 1, result: {} },
+      { jsonrpc: '2.0', id: 3, result: {} },
+    ]);
+  });
+
+  it("reports a stream that breaks off once, as a disconnection", async () => {
+    const { t, errors } = transport(() => {
+      const stream = new ReadableStream<Uint8Array>({
+        pull(controller) {
+          controller.error(new Error('socket hang up'));
+        },
+      });
+      return new Response(stream, { headers: { 'content-type': 'text/event-stream' } });
+    });
+    await t.send(call(1));
+    await expect.poll(() => errors.length).toBe(1);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(errors.map((e) => e.message)).toEqual(['SSE stream disconnected: socket hang up']);
+  });
+
   it("reports a request's stream that ends before its answer as a disconnection", async () => {
     const { t, errors } = transport(() => new Response(streamOf('data: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}\n\n'), { headers: { 'content-type': 'text/event-stream' } }));
     await t.send(call(1));

@@ -171,7 +171,7 @@ export class ModernHttpTransport implements Transport {
     }
     if (type === 'application/json') {
       const body = (await response.json());
-      for (const m of Array.isArray(body) ? body : [body]) if (isMessage(m)) this.#received(m);
+      for (const m of Array.isArray(body) ? body : [body]) if (isMessage(m)) this.#fromPost(m, id);
       return false;
     }
     if (type !== 'text/event-stream' || response.body === null) {
@@ -193,17 +193,17 @@ export class ModernHttpTransport implements Transport {
         } catch {
           continue;
         }
-        if (!isMessage(parsed)) continue;
-        const isAnswer = parsed.id === id && !('method' in parsed);
-        this.#received(parsed);
-        if (isAnswer) {
+        if (isMessage(parsed) && this.#fromPost(parsed, id)) {
           answered = true;
           break;
         }
       }
     } catch (err) {
       if (this.#closed || controller.signal.aborted) return;
-      if (method !== LISTEN) this.onerror?.(new Error(`SSE stream disconnected: ${err instanceof Error ? err.message : String(err)}`));
+      if (method !== LISTEN) {
+        this.onerror?.(new Error(`SSE stream disconnected: ${err instanceof Error ? err.message : String(err)}`));
+        return;
+      }
     } finally {
       this.#settled(id, controller);
     }
@@ -214,6 +214,19 @@ export class ModernHttpTransport implements Transport {
       return;
     }
     this.onerror?.(new Error('SSE stream disconnected: the upstream ended the stream before it answered'));
+  }
+
+  /**
+   * A message on the answer to request `id`: its progress, the server's requests, and its answer. An answer
+   * for any other id is dropped: one request's POST cannot settle another request.
+   *
+   * @returns whether it was the request's answer.
+   */
+  #fromPost(message: Message, id: RequestId): boolean {
+    const isResponse = !('method' in message);
+    if (isResponse && message.id !== id) return false;
+    this.#received(message);
+    return isResponse;
   }
 
   #abort(id: RequestId): void {
