@@ -18,9 +18,9 @@ const CHANGING = join(ROOT, 'test', 'fixtures', 'changing-mcp-server.mjs');
 const UPSTREAM = join(ROOT, 'apps', 'worker', 'test', 'fixtures', 'mcp-http-upstream.mjs');
 const V2_SERVER = join(ROOT, 'apps', 'worker', 'test', 'fixtures', 'mcp-v2-server.mjs');
 
-/** A v2-SDK server over Streamable HTTP that speaks only MCP 2026-07-28 (`legacy: 'reject'`), on a free port. */
-async function startModernUpstream(): Promise<{ url: string; stop: () => void }> {
-  const child = spawn(process.execPath, [V2_SERVER, 'http', 'reject'], { stdio: ['ignore', 'pipe', 'ignore'] });
+/** A fixture that prints its `"port":N` on stdout once it listens, started with `args`; `stderr` as for spawn. */
+async function startListening(args: string[], stderr: 'inherit' | 'ignore'): Promise<{ url: string; stop: () => void }> {
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', stderr] });
   let out = '';
   const port = await new Promise<number>((resolve, reject) => {
     child.stdout.on('data', (d: Buffer) => {
@@ -34,19 +34,10 @@ async function startModernUpstream(): Promise<{ url: string; stop: () => void }>
 }
 
 /** The HTTP upstream fixture (official SDK, Streamable HTTP, asks for `Authorization: Bearer <token>`), on a free port. */
-async function startUpstream(token: string, onPort = 0): Promise<{ url: string; stop: () => void }> {
-  const child = spawn(process.execPath, [UPSTREAM, token, String(onPort)], { stdio: ['ignore', 'pipe', 'inherit'] });
-  let out = '';
-  const port = await new Promise<number>((resolve, reject) => {
-    child.stdout.on('data', (d: Buffer) => {
-      out += d.toString();
-      const m = /"port":(\d+)/.exec(out);
-      if (m !== null) resolve(Number(m[1]));
-    });
-    child.once('exit', (code) => reject(new Error(`the upstream exited (${code})`)));
-  });
-  return { url: `http://127.0.0.1:${port}/mcp`, stop: () => child.kill('SIGKILL') };
-}
+const startUpstream = (token: string, onPort = 0) => startListening([UPSTREAM, token, String(onPort)], 'inherit');
+
+/** A v2-SDK server over Streamable HTTP that speaks only MCP 2026-07-28 (`legacy: 'reject'`), on a free port. */
+const startModernUpstream = () => startListening([V2_SERVER, 'http', 'reject'], 'ignore');
 
 /** Writes a servers file to a temp dir and returns its path. */
 function serversFile(servers: Record<string, unknown>): string {

@@ -40,6 +40,17 @@ async function startHttp(era: 'serve' | 'reject', port = 0): Promise<{ url: stri
   return track({ url: `http://127.0.0.1:${listening}/mcp`, port: listening, stderr: () => stderr, close });
 }
 
+/** Starts the fixture's 10 s `slow` tool and cancels it after its first step: the call must end CANCELLED. */
+async function cancelMidway(instance: McpInstance | HttpMcpInstance): Promise<void> {
+  const abort = new AbortController();
+  let running: Promise<unknown> | undefined;
+  await new Promise<void>((resolve) => {
+    running = instance.callTool('slow', { steps: 500, ms: 20 }, { timeoutMs: 60_000, signal: abort.signal, onProgress: () => resolve() });
+  });
+  abort.abort();
+  expect(await failureOf(running ?? Promise.resolve())).toMatchObject({ code: 'CANCELLED' });
+}
+
 const stdio = (era: 'serve' | 'reject') => ({ command: process.execPath, args: [V2_SERVER, 'stdio', era], env: {}, startupTimeoutMs: 20_000 });
 
 beforeAll(() => {
@@ -86,13 +97,7 @@ describe('a server built on the v2 SDK (MCP 2026-07-28)', () => {
     expect(counted.content).toEqual([{ type: 'text', text: 'counted 3' }]);
     expect(progress).toEqual([1, 2, 3]);
 
-    const abort = new AbortController();
-    let running: Promise<unknown> | undefined;
-    await new Promise<void>((resolve) => {
-      running = instance.callTool('slow', { steps: 500, ms: 20 }, { timeoutMs: 60_000, signal: abort.signal, onProgress: () => resolve() });
-    });
-    abort.abort();
-    expect(await failureOf(running ?? Promise.resolve())).toMatchObject({ code: 'CANCELLED' });
+    await cancelMidway(instance);
     // The server's handler saw the cancel and stopped (it says so on stderr), long before its 10 s of steps.
     await expect.poll(() => instance.stderrTail, { timeout: 5_000 }).toContain('slow: cancelled at step');
     expect(instance.alive).toBe(true);
@@ -136,13 +141,7 @@ describe('a server built on the v2 SDK (MCP 2026-07-28)', () => {
     const upstream = await startHttp('reject');
     const changes: string[] = [];
     const instance = track(await HttpMcpInstance.start({ server: 'modern-http', launch: { url: upstream.url, headers: {}, startupTimeoutMs: 10_000 }, onToolsChanged: () => changes.push('changed') }));
-    const abort = new AbortController();
-    let running: Promise<unknown> | undefined;
-    await new Promise<void>((resolve) => {
-      running = instance.callTool('slow', { steps: 500, ms: 20 }, { timeoutMs: 60_000, signal: abort.signal, onProgress: () => resolve() });
-    });
-    abort.abort();
-    expect(await failureOf(running ?? Promise.resolve())).toMatchObject({ code: 'CANCELLED' });
+    await cancelMidway(instance);
     // The server's handler saw its request aborted and stopped (it says so on stderr), long before its 10 s of steps.
     await expect.poll(() => upstream.stderr(), { timeout: 5_000 }).toContain('slow: cancelled at step');
     expect(instance.alive).toBe(true);
