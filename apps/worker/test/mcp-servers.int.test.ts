@@ -15,6 +15,7 @@ import { failureOf } from './fixtures/fleet-failure.js';
 const require = createRequire(import.meta.url);
 const EVERYTHING = join(dirname(require.resolve('@modelcontextprotocol/server-everything/package.json')), 'dist/index.js');
 const PROBE_SERVER = fileURLToPath(new URL('./fixtures/mcp-probe-server.mjs', import.meta.url));
+const LEAVER = fileURLToPath(new URL('./fixtures/sandbox-mcp-probe-server.mjs', import.meta.url));
 const POOL_CHILD = fileURLToPath(new URL('./fixtures/mcp-pool-child.ts', import.meta.url));
 const ROOT = fileURLToPath(new URL('../../..', import.meta.url));
 
@@ -269,6 +270,21 @@ describe('a pool of MCP server instances', () => {
     expect((await pool.listTools()).map((t) => t.name)).toContain('added-1');
     expect(textOf(await pool.call({ tool: 'added-1', arguments: {} }))).toBe('added-1');
     expect(changes).toBe(1);
+  });
+
+  it('takes with it, when closed or abandoned, a process the server started in a session of its own', async () => {
+    const launch = { command: process.execPath, args: [LEAVER], env: { PATH: process.env.PATH ?? '' }, startupTimeoutMs: 20_000 };
+    for (const end of ['close', 'abandon'] as const) {
+      const instance = track(await McpInstance.start({ server: 'leaver', launch, tools }));
+      const sleep = Number(textOf(await instance.callTool('spawn-sleep', {}, { timeoutMs: 10_000 })));
+      const escaped = processTable().find((p) => p.pid === sleep);
+      // Out of the server's group, which the group kill alone would leave running under PID 1.
+      expect(escaped).toMatchObject({ ppid: instance.pid, comm: 'sleep' });
+      expect(escaped?.pgrp).not.toBe(instance.pid);
+      if (end === 'close') await instance.close();
+      else instance.abandon();
+      await vi.waitFor(() => expect(processTable().filter((p) => p.pid === sleep && p.start === escaped?.start && p.state !== 'Z')).toEqual([]), WAIT);
+    }
   });
 
   it('leaves no process behind after close()', async () => {

@@ -7,6 +7,7 @@ import { Outbox } from '../sandbox/framing.js';
 import { AnswerLines } from './answer-lines.js';
 import { MODERN_ONLY, MODERN_REVISION, ModernEraBridge } from './modern-era.js';
 import { GroupReaper } from './group-reaper.js';
+import { descendantsOf, killEach, type ProcessEntry } from './process-tree.js';
 import { type LaunchTools, stdioLaunch } from './launch-command.js';
 import type { McpStdioLaunch } from './pool-options.js';
 import { isMcpError, refusedRevisions, revisionRefusal, UpstreamInstance, type UpstreamHooks } from './upstream-instance.js';
@@ -111,6 +112,8 @@ export class McpInstance extends UpstreamInstance {
   #reaper: GroupReaper | undefined;
   /** The secret values of its environment, which its stderr must not carry into a message or a log line. */
   #secrets: readonly string[] = [];
+  /** Outside a PID namespace: what it starts in a session of its own escapes the group kill, and is looked for (see {@link #escaped}). */
+  #unconfined = false;
 
   private constructor(server: string, hooks: UpstreamHooks) {
     super(server, hooks);
@@ -160,6 +163,7 @@ export class McpInstance extends UpstreamInstance {
     if (pid === undefined) throw new UnavailableError('its process has no pid', { what: `MCP server '${server}' (${launch.command})` });
     instance.#pid = pid;
     instance.#reaper = transport.reaper;
+    instance.#unconfined = needsReaper;
     instance.client.onclose = () => {
       // The server's own children are in its group: they go with it; then its reaper, which has nothing left to do.
       killGroup(pid);
@@ -194,10 +198,12 @@ export class McpInstance extends UpstreamInstance {
     return tail;
   }
 
-  /** Kills the process group at once (SIGKILL); `exit` follows. */
+  /** Kills the process group at once (SIGKILL), and what the server started outside it; `exit` follows. */
   kill(): void {
     this.expected = true;
+    const escaped = this.#escaped();
     killGroup(this.#pid);
+    killEach(escaped);
   }
 
   override abandon(): void {
@@ -216,9 +222,22 @@ export class McpInstance extends UpstreamInstance {
       return;
     }
     const ended = new Promise<void>((resolve) => this.once('exit', () => resolve()));
+    // Looked for while the server lives: once it has exited, what it started belongs to PID 1.
+    const escaped = this.#escaped();
     await this.client.close().catch(() => undefined);
     killGroup(this.#pid);
+    killEach(escaped);
     await ended;
+  }
+
+  /**
+   * The processes the server started that left its process group (a helper
+   * spawned `detached`, a daemon that called `setsid`) while still its
+   * descendants, so that the group kill does not leave them running. Inside a
+   * PID namespace, none: the namespace takes them all.
+   */
+  #escaped(): ProcessEntry[] {
+    return this.#unconfined && this.alive ? descendantsOf(this.#pid).filter((p) => p.pgrp !== this.#pid) : [];
   }
 
   protected override lost(toolName: string, cause?: unknown): McpServerLostError {
