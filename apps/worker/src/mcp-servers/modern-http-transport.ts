@@ -1,6 +1,7 @@
 import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { FetchLike, Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { EventSourceParserStream } from 'eventsource-parser/stream';
 import { MODERN_REVISION, ModernEraBridge } from './modern-era.js';
 import { type ParamHeader, paramHeadersOf, standardHeaders } from './modern-http-headers.js';
 
@@ -235,48 +236,14 @@ export class ModernHttpTransport implements Transport {
   }
 }
 
-/** The `data` of each SSE event of type `message` (or untyped), as the stream delivers them (WHATWG event-stream parsing). */
+/**
+ * The `data` of each SSE event of type `message` (or untyped), parsed by the
+ * parser the SDK's own transport uses; an event the stream ends in the middle
+ * of is dropped. Leaving the loop early cancels the stream.
+ */
 export async function* sseData(body: ReadableStream<Uint8Array>): AsyncGenerator<string> {
-  const decoder = new TextDecoder();
-  let pending = '';
-  let data: string[] = [];
-  let event = '';
-  const reader = body.getReader();
-  try {
-    for (;;) {
-      const { value, done } = await reader.read();
-      pending += done ? decoder.decode() : decoder.decode(value, { stream: true });
-      // A CR at the very end may be the first half of a CRLF: it waits for the next chunk.
-      for (let end = lineEnd(pending, done); end !== -1; end = lineEnd(pending, done)) {
-        const line = pending.slice(0, end);
-        pending = pending.slice(pending[end] === '\r' && pending[end + 1] === '\n' ? end + 2 : end + 1);
-        if (line === '') {
-          if (data.length > 0 && (event === '' || event === 'message')) yield data.join('\n');
-          data = [];
-          event = '';
-          continue;
-        }
-        const colon = line.indexOf(':');
-        if (colon === 0) continue;
-        const field = colon === -1 ? line : line.slice(0, colon);
-        const rest = colon === -1 ? '' : line.slice(line[colon + 1] === ' ' ? colon + 2 : colon + 1);
-        if (field === 'data') data.push(rest);
-        else if (field === 'event') event = rest;
-      }
-      if (done) return;
-    }
-  } finally {
-    await reader.cancel().catch(() => undefined);
-  }
-}
-
-function lineEnd(text: string, done: boolean): number {
-  for (let i = 0; i < text.length; i += 1) {
-    const c = text[i];
-    if (c === '\n') return i;
-    if (c === '\r') return i + 1 < text.length || done ? i : -1;
-  }
-  return -1;
+  const events = body.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream());
+  for await (const event of events) if (event.event === undefined || event.event === 'message') yield event.data;
 }
 
 /** The JSON-RPC answer for `id` an error status carries in its body, if it carries one. */
