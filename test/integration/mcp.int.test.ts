@@ -156,6 +156,8 @@ describe('the fleet as an MCP server (official client, Streamable HTTP)', () => 
     const error = await mcpError(client.callTool({ name: 'no_such_tool', arguments: {} }));
     expect(error.code).toBe(ErrorCode.InvalidParams);
     expect(error.data).toMatchObject({ code: 'TOOL_NOT_FOUND' });
+    // The fleet's own words (as POST /v1/calls gives them), behind the one prefix the client's McpError adds.
+    expect(error.message).toMatch(/^MCP error -32602: tool 'no_such_tool' not found; /);
   });
 
   it('answers an out-of-scope tool with a JSON-RPC error (-32602 Invalid params, OUT_OF_SCOPE)', async () => {

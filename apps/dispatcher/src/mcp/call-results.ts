@@ -1,5 +1,6 @@
 import { blocksOfResult, type CallView, errorResult, type FleetError, toWireError, type ToolResult } from '@forge-fleet/shared';
-import { type CallToolResult, ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { type CallToolResult, ErrorCode } from '@modelcontextprotocol/sdk/types.js';
+import { McpProtocolError } from './protocol-error.js';
 import { META } from './tool-listing.js';
 
 /**
@@ -41,12 +42,12 @@ export function refusalOf(error: FleetError, call: { id: string; name: string })
     case 'TOOL_NOT_FOUND':
     case 'OUT_OF_SCOPE':
     case 'REGISTRY_ERROR':
-      throw new McpError(ErrorCode.InvalidParams, error.message, data);
+      throw new McpProtocolError(ErrorCode.InvalidParams, error.message, data);
     case 'FORBIDDEN':
     case 'UNAUTHENTICATED':
-      throw new McpError(ErrorCode.InvalidRequest, error.message, data);
+      throw new McpProtocolError(ErrorCode.InvalidRequest, error.message, data);
     case 'INTERNAL':
-      throw new McpError(ErrorCode.InternalError, error.message, data);
+      throw new McpProtocolError(ErrorCode.InternalError, error.message, data);
     default:
       return toCallToolResult(errorResult(call, error));
   }

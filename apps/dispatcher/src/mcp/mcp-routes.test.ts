@@ -10,6 +10,7 @@ import type { CatalogView } from '../catalog/catalog-view.js';
 import type { CallService } from '../pipeline/call-service.js';
 import { type McpDeps, mcpRoutes } from './mcp-routes.js';
 import { annotationsOf, listPage } from './tool-listing.js';
+import { McpProtocolError } from './protocol-error.js';
 
 const define = (input: ToolDefinitionInput): ToolDefinition => parseToolDefinition(input);
 
@@ -44,7 +45,7 @@ describe('listPage', () => {
   });
 
   it('refuses a cursor it did not make (-32602)', () => {
-    expect(() => listPage(TOOLS, '!!not-a-cursor', 2)).toThrow(McpError);
+    expect(() => listPage(TOOLS, '!!not-a-cursor', 2)).toThrow(McpProtocolError);
     expect(() => listPage(TOOLS, '', 2)).toThrow(expect.objectContaining({ code: ErrorCode.InvalidParams }));
   });
 });
@@ -112,6 +113,8 @@ describe('/mcp with the official client (stubbed catalog, page size 2)', () => {
       const error = await client.listTools({ cursor: 'bogus!' }).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(McpError);
       expect((error as McpError).code).toBe(ErrorCode.InvalidParams);
+      // The client puts "MCP error -32602: " before the message it reads; the wire message must not carry it already.
+      expect((error as McpError).message).toBe('MCP error -32602: invalid cursor: pass the nextCursor of the previous tools/list answer, or none for the first page');
     } finally {
       await client.close();
     }

@@ -1,5 +1,6 @@
 import type { ToolDefinition } from '@forge-fleet/shared';
-import { ErrorCode, McpError, type Tool, type ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
+import { ErrorCode, type Tool, type ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
+import { McpProtocolError } from './protocol-error.js';
 
 /** How many tools one `tools/list` page holds. @defaultValue 50 */
 export const DEFAULT_PAGE_SIZE = 50;
@@ -73,7 +74,7 @@ const encodeCursor = (lastName: string): string => Buffer.from(lastName, 'utf8')
 function decodeCursor(cursor: string): string {
   const name = Buffer.from(cursor, 'base64url').toString('utf8');
   if (name === '' || Buffer.from(name, 'utf8').toString('base64url') !== cursor) {
-    throw new McpError(ErrorCode.InvalidParams, 'invalid cursor: pass the nextCursor of the previous tools/list answer, or none for the first page');
+    throw new McpProtocolError(ErrorCode.InvalidParams, 'invalid cursor: pass the nextCursor of the previous tools/list answer, or none for the first page');
   }
   return name;
 }
