@@ -289,6 +289,29 @@ describe('real MCP servers on a fleet', () => {
       expect(seen.filter((p) => !STATUS_NOTICES.has(p.message ?? '')).length).toBeGreaterThanOrEqual(1);
     });
 
+    it('runs its task-only tool (simulate-research-query) on HTTP, FleetClient and /mcp, its stages as progress', async () => {
+      // The server adds it right after initialize (a list change the worker follows).
+      await until('everything.simulate-research-query in GET /v1/tools', async () => (await client.tools()).some((t) => t.name === 'everything.simulate-research-query'));
+      const id = `research-${randomUUID()}`;
+      // The three entrances at once: each call takes the server's four one-second stages.
+      const seen: Progress[] = [];
+      const overHttp = httpCall('everything.simulate-research-query', { topic: 'over http' });
+      const overMcp = (async () => (await connect()).callTool({ name: 'everything.simulate-research-query', arguments: { topic: 'over mcp' } }, undefined, { onprogress: (p) => seen.push(p) }))();
+      await client.submit('everything.simulate-research-query', { topic: 'over the client' }, { id });
+      const view = await progressed(client, id, 1);
+      expect(view.progress?.message).toMatch(/\.\.\.$/);
+      const result = await client.wait(id);
+      expect(result).toMatchObject({ isError: false });
+      expect(result.content).toContain('# Research Report: over the client');
+      expect((await overHttp).result).toMatchObject({ isError: false });
+      expect((await overHttp).result?.content).toContain('# Research Report: over http');
+      const answered = await overMcp;
+      expect(answered.isError).toBe(false);
+      expect(textOf(answered)).toContain('# Research Report: over mcp');
+      // Beside the fleet's own status notices, at least one of the server's stages.
+      expect(seen.some((p) => p.message !== undefined && !STATUS_NOTICES.has(p.message) && p.message.endsWith('...'))).toBe(true);
+    });
+
     it('ends a long-running call cancelled on HTTP as CANCELLED', async () => {
       const id = `cancel-http-${randomUUID()}`;
       await client.submit('everything.trigger-long-running-operation', { duration: 60, steps: 60 }, { id });

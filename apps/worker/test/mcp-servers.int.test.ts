@@ -1,12 +1,15 @@
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { type CallToolResult, ListTasksResultSchema as TASK_LIST } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { MAX_MESSAGE_BYTES, messageBoundFor } from '../src/mcp-servers/answer-lines.js';
 import { McpInstance } from '../src/mcp-servers/instance.js';
 import { findLaunchTools, type LaunchTools } from '../src/mcp-servers/launch-command.js';
 import { McpServerPool } from '../src/mcp-servers/server-pool.js';
+import { callAsTask } from '../src/mcp-servers/task-call.js';
 import { probeIsolation } from '../src/sandbox/probe.js';
 import { startPoolChild } from './fixtures/pool-child.js';
 import { processTable } from './fixtures/proc-table.js';
@@ -256,6 +259,56 @@ describe('a pool of MCP server instances', () => {
     await pool.start();
     await changed;
     expect((await pool.listTools()).map((t) => t.name)).toContain('simulate-research-query');
+  });
+
+  it('calls a tool that server-everything runs only as a task as one, its status messages passed on as progress', async () => {
+    const pool = track(new McpServerPool({ server: 'everything', launch: everything, instances: { min: 1, max: 1 } }, tools));
+    const changed = new Promise<void>((resolve) => pool.once('toolsChanged', resolve));
+    await pool.start();
+    await changed;
+    const listed = (await pool.listTools()).find((t) => t.name === 'simulate-research-query');
+    expect(listed?.execution?.taskSupport).toBe('required');
+    // Called plainly, the server refuses it: this is why the fleet calls it as a task.
+    const plain = await pool.call({ tool: 'simulate-research-query', arguments: { topic: 'tides' } });
+    expect(plain.isError).toBe(true);
+    expect(textOf(plain)).toContain('requires task augmentation');
+    const messages: string[] = [];
+    const result = await pool.call({ tool: 'simulate-research-query', arguments: { topic: 'tides' }, asTask: true, onProgress: (p) => messages.push(p.message ?? '') });
+    expect(result.isError).not.toBe(true);
+    expect(textOf(result)).toContain('# Research Report: tides');
+    // Its stages as the server names them, each once and in order; the task's status is read about once a second,
+    // as long as a stage lasts, so a stage may be missed on a busy machine, but not all of them.
+    const stages = ['Gathering sources...', 'Analyzing content...', 'Synthesizing findings...', 'Generating report...'];
+    expect(messages.length).toBeGreaterThan(0);
+    expect(messages).toEqual(stages.filter((stage) => messages.includes(stage)));
+  });
+
+  it('cancels the task itself (tasks/cancel), not only the wait, when a task call is aborted or times out', async () => {
+    const client = new Client({ name: 'task-test', version: '1' });
+    await client.connect(new StdioClientTransport({ ...everything, stderr: 'ignore' }));
+    track(client);
+    await vi.waitFor(async () => expect((await client.listTools()).tools.map((t) => t.name)).toContain('simulate-research-query'), WAIT);
+    const statuses = async (): Promise<string[]> => ((await client.request({ method: 'tasks/list', params: {} }, TASK_LIST)).tasks as { status: string }[]).map((t) => t.status);
+    const controller = new AbortController();
+    const aborted = callAsTask(client, { name: 'simulate-research-query', arguments: { topic: 'reefs' } }, { timeoutMs: 30_000, signal: controller.signal, onStatus: () => controller.abort(new Error('the agent gave up')) });
+    await expect(aborted).rejects.toThrow();
+    // The server's own list of its tasks says the task was cancelled, not left running.
+    await vi.waitFor(async () => expect(await statuses()).toEqual(['cancelled']), WAIT);
+    await expect(callAsTask(client, { name: 'simulate-research-query', arguments: { topic: 'shoals' } }, { timeoutMs: 300 })).rejects.toThrow(/timed out/i);
+    await vi.waitFor(async () => expect(await statuses()).toEqual(['cancelled', 'cancelled']), WAIT);
+  });
+
+  it('ends an aborted task call of the pool CANCELLED, and the instance serves on', async () => {
+    const pool = track(new McpServerPool({ server: 'everything', launch: everything, instances: { min: 1, max: 1 } }, tools));
+    const changed = new Promise<void>((resolve) => pool.once('toolsChanged', resolve));
+    await pool.start();
+    await changed;
+    const controller = new AbortController();
+    const call = pool.call({ tool: 'simulate-research-query', arguments: { topic: 'reefs' }, asTask: true, signal: controller.signal, onProgress: () => controller.abort(new Error('the agent gave up')) });
+    const failure = await failureOf(call);
+    expect(failure.code).toBe('CANCELLED');
+    expect(failure.message).toContain('the agent gave up');
+    expect(textOf(await pool.call({ tool: 'echo', arguments: { message: 'still here' } }))).toBe('Echo: still here');
   });
 
   it('emits toolsChanged once for a stdio server that adds a tool, and lists the new tool', async () => {

@@ -12,6 +12,8 @@ export interface McpToolTarget {
   readonly tool: string;
   /** How long one call may run, when the definition gives no `timeoutMs`: the pool's own default. */
   readonly timeoutMs: number | undefined;
+  /** Whether the server requires the tool to be called as a task (`execution.taskSupport: "required"`). */
+  readonly asTask?: boolean;
 }
 
 /**
@@ -60,6 +62,7 @@ export class McpToolExecutor implements CallerBoundExecutor {
           }
         },
         ...(this.target.timeoutMs === undefined ? {} : { timeoutMs: this.target.timeoutMs }),
+        ...(this.target.asTask === true ? { asTask: true } : {}),
       });
     } catch (err) {
       throw this.#forCaller(err);

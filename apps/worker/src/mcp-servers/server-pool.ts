@@ -28,6 +28,8 @@ export interface McpPoolCall {
   readonly onProgress?: (progress: Progress) => void;
   /** Overrides {@link McpServerPoolOptions.callTimeoutMs} for this call. */
   readonly timeoutMs?: number;
+  /** Call the tool as a task (it lists `execution.taskSupport: "required"`). */
+  readonly asTask?: boolean;
 }
 
 /** The events of an {@link McpServerPool}. */
@@ -170,6 +172,7 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
         timeoutMs: call.timeoutMs ?? this.options.callTimeoutMs,
         ...(call.signal === undefined ? {} : { signal: call.signal }),
         ...(call.onProgress === undefined ? {} : { onProgress: call.onProgress }),
+        ...(call.asTask === true ? { asTask: true } : {}),
       });
     } catch (err) {
       if (err instanceof ExecutionTimeoutError) void this.#checkResponsive(entry);

@@ -76,7 +76,9 @@ export function importTools(server: McpServerConfig, listed: readonly McpTool[],
       skipped.push({ tool: own, reason: isFleetError(err) ? err.message : String(err) });
       continue;
     }
-    tools.push({ definition, executor: new McpToolExecutor(named.name, { server: server.name, tool: own, timeoutMs: settings.timeoutMs }, pool, log) });
+    // A tool the server runs only as a task (MCP 2025-11-25) is called as one; to the fleet's caller it is a call like any other.
+    const asTask = mcp.execution?.taskSupport === 'required';
+    tools.push({ definition, executor: new McpToolExecutor(named.name, { server: server.name, tool: own, timeoutMs: settings.timeoutMs, ...(asTask ? { asTask } : {}) }, pool, log) });
   }
   return { tools, skipped };
 }

@@ -15,6 +15,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import { tooLargeBytes } from './answer-lines.js';
 import { MODERN_REVISION } from './modern-era.js';
+import { callAsTask } from './task-call.js';
 
 /** A `tools/call` result taken as the server sent it (an object); resultOf in mcp-tool-executor.ts checks it. */
 const ANY_RESULT = z.custom<CallToolResult>((value) => typeof value === 'object' && value !== null && !Array.isArray(value), 'a tools/call result must be an object');
@@ -54,6 +55,8 @@ export interface McpCallOptions {
   readonly onProgress?: (progress: Progress) => void;
   /** The call ends with EXECUTION_TIMEOUT (and a cancel is sent) past this many milliseconds. */
   readonly timeoutMs: number;
+  /** Call it as a task (the tool lists `execution.taskSupport: "required"`): see task-call.ts. */
+  readonly asTask?: boolean;
 }
 
 /**
@@ -133,6 +136,7 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
   async callTool(name: string, args: Record<string, unknown>, options: McpCallOptions): Promise<CallToolResult> {
     if (this.#ended) throw this.lost(name);
     const token = `forge-${(this.#nextToken += 1)}`;
+    if (options.asTask === true) return this.#callAsTask(name, args, token, options);
     if (options.onProgress !== undefined) this.#progress.set(token, options.onProgress);
     try {
       // The SDK sends `notifications/cancelled` itself on abort and on its timeout. A plain request, not
@@ -144,6 +148,39 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
         ...(options.signal === undefined ? {} : { signal: options.signal }),
       });
       return result;
+    } catch (err) {
+      throw this.#failure(name, err, options);
+    } finally {
+      this.#progress.delete(token);
+    }
+  }
+
+  /**
+   * {@link callTool} for a tool that must run as a task. Its progress token
+   * stays valid for the task's whole life, so the server's progress
+   * notifications arrive as for any call; a status message of the task is
+   * reported at the progress reached so far (or the count of messages, when
+   * the server reports none).
+   */
+  async #callAsTask(name: string, args: Record<string, unknown>, token: string, options: McpCallOptions): Promise<CallToolResult> {
+    const report = options.onProgress;
+    let last: Progress | undefined;
+    let statuses = 0;
+    if (report !== undefined) {
+      this.#progress.set(token, (p) => {
+        last = p;
+        report(p);
+      });
+    }
+    const onStatus =
+      report === undefined
+        ? undefined
+        : (message: string): void => {
+            statuses += 1;
+            report({ progress: last?.progress ?? statuses, ...(last?.total === undefined ? {} : { total: last.total }), message });
+          };
+    try {
+      return await callAsTask(this.client, { name, arguments: args, ...(report === undefined ? {} : { _meta: { progressToken: token } }) }, { timeoutMs: options.timeoutMs, signal: options.signal, onStatus });
     } catch (err) {
       throw this.#failure(name, err, options);
     } finally {
