@@ -311,6 +311,22 @@ describe('a pool of MCP server instances', () => {
     expect(textOf(await pool.call({ tool: 'echo', arguments: { message: 'still here' } }))).toBe('Echo: still here');
   });
 
+  it('stops following a tools/list whose pages never end, lead back to a page already read or hold too many tools, and the instance serves on', async () => {
+    for (const [flag, said] of [
+      ['--endless-list', /more than 1000 pages/],
+      ['--cycling-list', /cursor "1" again/],
+      ['--many-tools', /more than 10000 tools/],
+    ] as const) {
+      const pool = track(new McpServerPool({ server: 'pager', launch: { command: process.execPath, args: [PROBE_SERVER, flag] }, instances: { min: 1, max: 1 } }, tools));
+      await pool.start();
+      const failure = await failureOf(pool.listTools());
+      expect(failure.code).toBe('EXECUTION_FAILED');
+      expect(failure.message).toMatch(said);
+      expect(failure.message).toContain("MCP server 'pager'");
+      expect(textOf(await pool.call({ tool: 'pid', arguments: {} }))).toBe(String(pidsOf(pool)[0]));
+    }
+  });
+
   it('emits toolsChanged once for a stdio server that adds a tool, and lists the new tool', async () => {
     const pool = track(new McpServerPool({ server: 'probe', launch: probeServer, instances: { min: 1, max: 1 } }, tools));
     await pool.start();

@@ -20,6 +20,12 @@ import { callAsTask } from './task-call.js';
 /** A `tools/call` result taken as the server sent it (an object); resultOf in mcp-tool-executor.ts checks it. */
 const ANY_RESULT = z.custom<CallToolResult>((value) => typeof value === 'object' && value !== null && !Array.isArray(value), 'a tools/call result must be an object');
 
+/** Pages of one `tools/list` the worker follows at most. */
+export const MAX_LIST_PAGES = 1000;
+
+/** Tools of one server the worker takes at most. */
+export const MAX_LISTED_TOOLS = 10_000;
+
 /** How the fleet names itself to servers in `initialize`. */
 const CLIENT_INFO = { name: 'forge-fleet-worker', version: '0.1.0' } as const;
 
@@ -108,20 +114,42 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
     return !this.#ended;
   }
 
-  /** Every tool the server lists now, following `nextCursor` pages. */
+  /**
+   * Every tool the server lists now, following `nextCursor` pages, all of
+   * them within `timeoutMs`. The pages are the server's to give, so they are
+   * followed only so far: a listing that leads back to a cursor already
+   * followed, runs past {@link MAX_LIST_PAGES} pages or {@link MAX_LISTED_TOOLS}
+   * tools fails (the server is then down, saying why) rather than holding the
+   * worker's import, and its memory, for ever.
+   *
+   * @throws ExecutionFailedError for such a listing, or when the server refuses `tools/list`.
+   * @throws ExecutionTimeoutError past `timeoutMs`.
+   */
   async listTools(options: { timeoutMs: number }): Promise<Tool[]> {
     const tools: Tool[] = [];
+    const followed = new Set<string>();
+    const deadline = Date.now() + options.timeoutMs;
     let cursor: string | undefined;
     try {
       do {
-        const page = await this.client.listTools(cursor === undefined ? {} : { cursor }, { timeout: options.timeoutMs });
+        if (cursor !== undefined) {
+          if (followed.has(cursor)) throw this.#badListing(`its tools/list pages lead back to cursor ${JSON.stringify(cursor.slice(0, 64))} again`);
+          if (followed.size + 1 >= MAX_LIST_PAGES) throw this.#badListing(`its tools/list runs to more than ${MAX_LIST_PAGES} pages`);
+          followed.add(cursor);
+        }
+        const page = await this.client.listTools(cursor === undefined ? {} : { cursor }, { timeout: Math.max(1, deadline - Date.now()) });
         tools.push(...page.tools);
+        if (tools.length > MAX_LISTED_TOOLS) throw this.#badListing(`it lists more than ${MAX_LISTED_TOOLS} tools`);
         cursor = page.nextCursor;
       } while (cursor !== undefined);
     } catch (err) {
       throw this.#failure('tools/list', err, { timeoutMs: options.timeoutMs });
     }
     return tools;
+  }
+
+  #badListing(why: string): ExecutionFailedError {
+    return new ExecutionFailedError('tools/list', `MCP server '${this.server}' cannot be listed: ${why}; the fleet serves none of its tools until its listing ends`, { details: { server: this.server } });
   }
 
   /**
