@@ -135,6 +135,25 @@ describe('forge-worker --mcp', () => {
     expect(await t.client.call('changing.slow', { ms: 1 }, { timeoutMs: 30_000 })).toMatchObject({ isError: false });
   }, 90_000);
 
+  it('follows a server whose tool list never rests in a few generations, not one per change, and serves the list it ends with', async () => {
+    const file = serversFile({ changing: { command: process.execPath, args: [CHANGING], cwd: ROOT, env: { PATH: { fromEnv: 'PATH' } }, tier: 'host' } });
+    const worker = await t.fleet.worker({ tier: 'host', tools: false, mcp: file });
+    const { url } = await t.fleet.dispatcher({ FORGE_APPROVAL: 'auto' });
+    t.client = new FleetClient({ url });
+    await until('changing.churn in the catalog', async () => (await listed(url)).some((tool) => tool.name === 'changing.churn'));
+    const generations = (): number => worker.output().split('\n').filter((line) => line.includes('tools changed: serving the new set')).length;
+    const before = generations();
+    // 1,500 list changes, a few milliseconds apart (10 s or more), while calls run.
+    const calls = Array.from({ length: 20 }, (_, i) => t.client!.call('changing.slow', { ms: 200 + i * 50 }, { timeoutMs: 30_000 }));
+    expect(await t.client.call('changing.churn', { count: 1500 }, { timeoutMs: 30_000 })).toMatchObject({ isError: false, content: 'churned 1500' });
+    await until('changing.churn_1500 in the catalog', async () => (await listed(url)).some((tool) => tool.name === 'changing.churn_1500'), { timeoutMs: 20_000 });
+    expect(await t.client.call('changing.churn_1500', {}, { timeoutMs: 30_000 })).toMatchObject({ isError: false, content: 'churn 1500' });
+    for (const r of await Promise.all(calls)) expect(r).toMatchObject({ isError: false });
+    // Each generation is a pool with its own queue and Redis connections. Taken as they came, these changes made
+    // 72 generations here; at most one a second, about one per second of churn.
+    expect(generations() - before).toBeLessThan(30);
+  }, 90_000);
+
   it('places a tool in the tier the file gives it: a host worker and a platform worker each serve their share of one server', async () => {
     const file = serversFile({ changing: { command: process.execPath, args: [CHANGING], cwd: ROOT, env: { PATH: { fromEnv: 'PATH' } }, tier: 'host', filesystem: undefined, tools: { slow: { tier: 'platform' } } } });
     await t.fleet.worker({ tier: 'host', tools: false, mcp: file });
