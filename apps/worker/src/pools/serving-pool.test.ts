@@ -8,7 +8,7 @@ import type { WorkerPool } from './worker-pool.js';
 function toolsNamed(...names: string[]): Tool[] {
   return names.map((name) => ({
     definition: parseToolDefinition({ name, description: name, parameters: { type: 'object' }, tier: 'host' }),
-    executor: { execute: () => Promise.resolve({ toolCallId: 'x', name, content: '', isError: false }) },
+    executor: { name, execute: () => Promise.resolve({ toolCallId: 'x', name, content: '', isError: false }) },
   }));
 }
 
