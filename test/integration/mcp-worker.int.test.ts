@@ -15,6 +15,7 @@ import { until } from '../fixtures/wait.js';
 
 const EVERYTHING = createRequire(import.meta.url).resolve('@modelcontextprotocol/server-everything/dist/index.js');
 const CHANGING = join(ROOT, 'test', 'fixtures', 'changing-mcp-server.mjs');
+const DEEP = join(ROOT, 'test', 'fixtures', 'deep-answer-mcp-server.mjs');
 const UPSTREAM = join(ROOT, 'apps', 'worker', 'test', 'fixtures', 'mcp-http-upstream.mjs');
 const V2_SERVER = join(ROOT, 'apps', 'worker', 'test', 'fixtures', 'mcp-v2-server.mjs');
 
@@ -153,6 +154,38 @@ describe('forge-worker --mcp', () => {
     // 72 generations here; at most one a second, about one per second of churn.
     expect(generations() - before).toBeLessThan(30);
   }, 90_000);
+
+  it("fails a call whose answer nests deeper than any hop could write it (RESOURCE_LIMIT), on every entrance, and serves on", async () => {
+    const file = serversFile({ deep: { command: process.execPath, args: [DEEP], env: {}, tier: 'host' } });
+    await t.fleet.worker({ tier: 'host', tools: false, mcp: file });
+    const { url } = await t.fleet.dispatcher({ FORGE_APPROVAL: 'auto' });
+    t.client = new FleetClient({ url });
+    await until('deep.deep in the catalog', async () => (await listed(url)).some((tool) => tool.name === 'deep.deep'));
+    // 10,000 levels: JSON.parse takes it on the worker, JSON.stringify cannot write it. 3,000: the worker could write
+    // it, a hop with less stack to spare (an answer, a client) perhaps not. Both end the same way.
+    for (const [tool, depth] of [['deep.deep', 10_000], ['deep.deep_block', 10_000], ['deep.deep', 3_000], ['deep.deep_block', 3_000]] as const) {
+      const res = await fetch(`${url}/v1/calls?wait=20000`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: tool, arguments: { depth } }) });
+      expect(res.status).toBe(200);
+      const view = (await res.json()) as { status: string; result?: { content: string; error?: { code: string } } };
+      expect(view).toMatchObject({ status: 'failed', result: { error: { code: 'RESOURCE_LIMIT' } } });
+      expect(view.result?.content).toContain('nests deeper than 256 levels');
+      await expect(t.client.call(tool, { depth }, { timeoutMs: 20_000 })).resolves.toMatchObject({ isError: true, error: { code: 'RESOURCE_LIMIT' } });
+    }
+    const mcp = new Client({ name: 'deep-test', version: '1' });
+    await mcp.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp`)));
+    try {
+      const answered = await mcp.callTool({ name: 'deep.deep', arguments: {} });
+      expect(answered.isError).toBe(true);
+      expect(answered._meta?.['forge-fleet/error']).toMatchObject({ code: 'RESOURCE_LIMIT' });
+      // Within the limit the same tool is served as it answers, and the instance serves on.
+      const within = await mcp.callTool({ name: 'deep.deep', arguments: { depth: 100 } });
+      expect(within.isError).toBe(false);
+      expect(JSON.stringify(within.structuredContent)).toBe(`${'{"a":'.repeat(100)}1${'}'.repeat(100)}`);
+    } finally {
+      await mcp.close();
+    }
+    expect(await t.client.call('deep.flat', {}, { timeoutMs: 20_000 })).toMatchObject({ isError: false, content: 'flat' });
+  }, 60_000);
 
   it('places a tool in the tier the file gives it: a host worker and a platform worker each serve their share of one server', async () => {
     const file = serversFile({ changing: { command: process.execPath, args: [CHANGING], cwd: ROOT, env: { PATH: { fromEnv: 'PATH' } }, tier: 'host', filesystem: undefined, tools: { slow: { tier: 'platform' } } } });

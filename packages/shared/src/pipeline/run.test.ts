@@ -140,3 +140,28 @@ describe('runExecutor', () => {
     expect((await run(text)).error?.code).toBe('OUTPUT_VALIDATION');
   });
 });
+
+describe('runExecutor and the nesting of results', () => {
+  /** An object `{ a: { a: … 1 } }` nested `depth` levels deep, built as a server's JSON would arrive (parsed). */
+  const nested = (depth: number): Record<string, unknown> => JSON.parse(`${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`) as Record<string, unknown>;
+  const returning = (result: Record<string, unknown>): ToolExecutor => ({ name: 'deep', execute: () => Promise.resolve(result as unknown as ToolResult) });
+  const definition = defineTool({ name: 'deep', tier: 'host', handler: () => '' }).definition;
+
+  it('refuses a result nested deeper than MAX_RESULT_DEPTH with RESOURCE_LIMIT, naming where, before any hop must write it', async () => {
+    // 10,000 levels: JSON.parse takes it, JSON.stringify (the record, the answer) throws a RangeError.
+    const result = await runExecutor(returning({ toolCallId: 'x', name: 'deep', content: '', isError: false, structuredContent: nested(10_000) }), definition, call('deep'));
+    expect(result.isError).toBe(true);
+    expect(result.error).toMatchObject({ code: 'RESOURCE_LIMIT', details: { limit: 'output' } });
+    expect(result.content).toMatch(/nests deeper than 256 levels at 'structuredContent\.a\.a/);
+    expect(() => JSON.stringify(result)).not.toThrow();
+  });
+
+  it('refuses deep nesting in content blocks too (a block\'s _meta), and keeps a result within the limit as it is', async () => {
+    const deepBlock = await runExecutor(returning({ toolCallId: 'x', name: 'deep', content: '', isError: false, blocks: [{ type: 'text', text: 'hi', _meta: nested(5_000) }] }), definition, call('deep'));
+    expect(deepBlock.error).toMatchObject({ code: 'RESOURCE_LIMIT' });
+    expect(deepBlock.content).toContain("at 'blocks[0]._meta.a");
+    const fine = await runExecutor(returning({ toolCallId: 'x', name: 'deep', content: '', isError: false, structuredContent: nested(200) }), definition, call('deep'));
+    expect(fine.isError).toBe(false);
+    expect(JSON.stringify(fine.structuredContent)).toBe(JSON.stringify(nested(200)));
+  });
+});

@@ -7,6 +7,7 @@ import { ToolResult, type ToolCall } from '../tools/call.js';
 import type { ToolDefinition } from '../tools/definition.js';
 import { FnToolExecutor, type ToolContext, type ToolExecutor } from '../tools/executor.js';
 import { type CallProgress, progressOf } from '../tools/progress.js';
+import { resultTooDeep, tooDeepAt } from '../tools/result-depth.js';
 
 /** Builds the error result a caller receives when a call ends in failure. */
 export function errorResult(call: Pick<ToolCall, 'id' | 'name'>, error: FleetError): ToolResult {
@@ -114,6 +115,12 @@ function checkResult(definition: ToolDefinition, call: ToolCall, raw: unknown, t
     }
     // The result answers this call, whatever ids a custom executor put in it.
     result = { ...parsed.data, toolCallId: call.id, name: call.name };
+  }
+  // Every hop after this one writes the result as JSON: one nested past what JSON.stringify can write ends here,
+  // as a failed call, rather than as a RangeError wherever it is written next. Plain text cannot nest.
+  if (result.structuredContent !== undefined || result.blocks !== undefined) {
+    const at = tooDeepAt(result);
+    if (at !== undefined) return errorResult(call, resultTooDeep(call.name, at));
   }
   if (definition.outputSchema === undefined || result.isError) return result;
   if (result.structuredContent === undefined) {

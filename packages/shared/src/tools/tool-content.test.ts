@@ -86,6 +86,17 @@ describe('a handler returning content blocks', () => {
     expect((error as Error).message).toContain(message);
   });
 
+  it.each([300, 10_000])('fails RESOURCE_LIMIT for blocks or structuredContent nested %i levels deep, naming where', (depth) => {
+    // 300 levels JSON.stringify writes here, 10,000 it cannot: one rule for both, not a stack overflow's message.
+    const nested = JSON.parse(`${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`) as Record<string, unknown>;
+    const inStructure = thrown(() => resultFromOutput(call, toolContent([], { structuredContent: nested })));
+    expect(isFleetError(inStructure) && inStructure.code).toBe('RESOURCE_LIMIT');
+    expect((inStructure as Error).message).toContain("nests deeper than 256 levels at 'structuredContent.a.a.a");
+    const inBlock = thrown(() => resultFromOutput(call, toolContent([{ type: 'text', text: 'x', _meta: nested }])));
+    expect(isFleetError(inBlock) && inBlock.code).toBe('RESOURCE_LIMIT');
+    expect((inBlock as Error).message).toContain("at 'blocks[0]._meta.a.a");
+  });
+
   it('fails EXECUTION_FAILED for blocks or structuredContent that are not JSON', () => {
     const cyclic: Record<string, unknown> = {};
     cyclic.self = cyclic;

@@ -2,6 +2,7 @@ import { ExecutionFailedError } from '../errors/errors.js';
 import { isJsonObject } from '../schema/json-schema.js';
 import type { ToolResult } from './call.js';
 import { ContentBlock, textOfBlocks } from './content-blocks.js';
+import { MAX_RESULT_DEPTH, resultTooDeep, tooDeepAt } from './result-depth.js';
 
 /**
  * Recognised by a registered symbol, not `instanceof`: a tools module may be
@@ -56,15 +57,27 @@ export interface BlocksResult {
   readonly structuredContent?: Record<string, unknown>;
 }
 
-/** A JSON copy: what the wire would carry, detached from the handler's objects. */
-function jsonCopy(value: unknown, what: string, toolName: string): unknown {
+/**
+ * A JSON copy: what the wire would carry, detached from the handler's objects.
+ * It nests no deeper than a result may ({@link MAX_RESULT_DEPTH}): every hop
+ * after this one writes it as JSON again, with less stack to spare.
+ */
+function jsonCopy(value: unknown, what: 'content blocks' | 'structuredContent', toolName: string): unknown {
+  const inResult = (at: string): string => (what === 'content blocks' ? `blocks${at}` : at === '' ? 'structuredContent' : `structuredContent.${at}`);
+  let copy: unknown;
   try {
     const text = JSON.stringify(value);
     if (text === undefined) throw new TypeError('not a JSON value');
-    return JSON.parse(text) as unknown;
+    copy = JSON.parse(text) as unknown;
   } catch (error) {
+    // A RangeError here is JSON.stringify out of stack: the value nests thousands deep (a cycle is a TypeError).
+    const deep = error instanceof RangeError ? tooDeepAt(value, MAX_RESULT_DEPTH - 1) : undefined;
+    if (deep !== undefined) throw resultTooDeep(toolName, inResult(deep));
     throw new ExecutionFailedError(toolName, `its ${what} cannot be sent as JSON (${error instanceof Error ? error.message : String(error)})`, { cause: error });
   }
+  const deep = tooDeepAt(copy, MAX_RESULT_DEPTH - 1);
+  if (deep !== undefined) throw resultTooDeep(toolName, inResult(deep));
+  return copy;
 }
 
 /**
