@@ -15,7 +15,7 @@ import { until } from '../fixtures/wait.js';
 
 const EVERYTHING = createRequire(import.meta.url).resolve('@modelcontextprotocol/server-everything/dist/index.js');
 const CHANGING = join(ROOT, 'test', 'fixtures', 'changing-mcp-server.mjs');
-const DEEP = join(ROOT, 'test', 'fixtures', 'deep-answer-mcp-server.mjs');
+const HOSTILE = join(ROOT, 'test', 'fixtures', 'hostile-mcp-server.mjs');
 const UPSTREAM = join(ROOT, 'apps', 'worker', 'test', 'fixtures', 'mcp-http-upstream.mjs');
 const V2_SERVER = join(ROOT, 'apps', 'worker', 'test', 'fixtures', 'mcp-v2-server.mjs');
 
@@ -156,7 +156,7 @@ describe('forge-worker --mcp', () => {
   }, 90_000);
 
   it("fails a call whose answer nests deeper than any hop could write it (RESOURCE_LIMIT), on every entrance, and serves on", async () => {
-    const file = serversFile({ deep: { command: process.execPath, args: [DEEP], env: {}, tier: 'host' } });
+    const file = serversFile({ deep: { command: process.execPath, args: [HOSTILE], env: {}, tier: 'host' } });
     await t.fleet.worker({ tier: 'host', tools: false, mcp: file });
     const { url } = await t.fleet.dispatcher({ FORGE_APPROVAL: 'auto' });
     t.client = new FleetClient({ url });
@@ -185,6 +185,33 @@ describe('forge-worker --mcp', () => {
       await mcp.close();
     }
     expect(await t.client.call('deep.flat', {}, { timeoutMs: 20_000 })).toMatchObject({ isError: false, content: 'flat' });
+  }, 60_000);
+
+  it("refuses, at once and on every entrance, an argument that would make a server's declared pattern backtrack for ever", async () => {
+    const file = serversFile({ hostile: { command: process.execPath, args: [HOSTILE], env: {}, tier: 'host' } });
+    await t.fleet.worker({ tier: 'host', tools: false, mcp: file });
+    const { url } = await t.fleet.dispatcher({ FORGE_APPROVAL: 'auto' });
+    t.client = new FleetClient({ url });
+    await until('hostile.backtrack in the catalog', async () => (await listed(url)).some((tool) => tool.name === 'hostile.backtrack'));
+    // '^(a+)+$' on 60 a's and a '!': years for a backtracking engine, on the dispatcher's one event loop.
+    const evil = { s: `${'a'.repeat(60)}!` };
+    const refused = fetch(`${url}/v1/calls?wait=20000`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'hostile.backtrack', arguments: evil }) });
+    // Another caller's call, sent meanwhile, is answered too.
+    expect(await t.client.call('hostile.flat', {}, { timeoutMs: 20_000 })).toMatchObject({ isError: false, content: 'flat' });
+    const res = await refused;
+    expect(res.status).toBe(422);
+    expect(await res.json()).toMatchObject({ error: { code: 'SCHEMA_VALIDATION', path: '/s' } });
+    await expect(t.client.call('hostile.backtrack', evil, { timeoutMs: 20_000 })).rejects.toMatchObject({ code: 'SCHEMA_VALIDATION' });
+    const mcp = new Client({ name: 'backtrack-test', version: '1' });
+    await mcp.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp`)));
+    try {
+      const answered = await mcp.callTool({ name: 'hostile.backtrack', arguments: evil });
+      expect(answered._meta?.['forge-fleet/error']).toMatchObject({ code: 'SCHEMA_VALIDATION' });
+    } finally {
+      await mcp.close();
+    }
+    // A value the pattern takes is called as usual.
+    expect(await t.client.call('hostile.backtrack', { s: 'aaa' }, { timeoutMs: 20_000 })).toMatchObject({ isError: false });
   }, 60_000);
 
   it('places a tool in the tier the file gives it: a host worker and a platform worker each serve their share of one server', async () => {

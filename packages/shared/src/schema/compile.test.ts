@@ -125,3 +125,56 @@ describe('compileSchema', () => {
     expect(issues[0]?.reason).toMatch(/overflowed the validator's stack/);
   });
 });
+
+describe('compileSchema and patterns an argument could make backtrack for ever', () => {
+  // Each takes the built-in engine exponential time on its input (26 characters: 0.3 s; 60: years).
+  const evil: readonly [string, string][] = [
+    ['^(a+)+$', `${'a'.repeat(60)}!`],
+    ['^(a|aa)+$', `${'a'.repeat(90)}!`],
+    ['^(.*a){25}$', `${'a'.repeat(60)}!`],
+    // A common hand-written email pattern with nested quantifiers.
+    ['^([a-zA-Z0-9_.-])+@(([a-zA-Z0-9-])+\\.)+([a-zA-Z0-9]{2,4})+$', `${'a'.repeat(40)}@${'a.'.repeat(30)}!`],
+  ];
+
+  it.each(evil)('refuses a value for %s in linear time, as pattern, patternProperties and propertyNames', (pattern, input) => {
+    expect(compile({ type: 'object', properties: { s: { type: 'string', pattern } } })({ s: input })).toEqual([expect.objectContaining({ path: '/s', keyword: 'pattern' })]);
+    expect(compile({ type: 'object', patternProperties: { [pattern]: { type: 'string' } }, additionalProperties: false })({ [input]: 'x' })[0]).toMatchObject({ keyword: 'additionalProperties' });
+    expect(compile({ type: 'object', propertyNames: { pattern } })({ [input]: 1 })[0]).toMatchObject({ keyword: 'pattern' });
+  });
+
+  it('matches as the built-in engine does for what both engines read: unanchored, Unicode, classes, escapes', () => {
+    const cases: readonly [string, string, boolean][] = [
+      ['b', 'abc', true],
+      ['^b', 'abc', false],
+      ['^\\d{3}-\\d{4}$', '555-1234', true],
+      ['^\\p{L}+$', 'héllo', true],
+      ['^.$', '😀', true],
+      ['^[a-z]+$', 'abc\n', false],
+      ['^\\w+@\\w+\\.com$', 'me@x.com', true],
+      // RE2's \s is ASCII, JavaScript's is not: the fleet's means what the built-in engine's does.
+      ['^\\s+$', '\u00a0\u2003\ufeff', true],
+      ['^[\\s,]+$', '\u2003,\t', true],
+      ['^\\S+$', 'a\u00a0', false],
+      ['^[^\\S]+$', '\u3000', true],
+      ['^a\\\\s$', 'a\\s', true],
+    ];
+    for (const [pattern, value, matches] of cases) {
+      expect(compile({ type: 'string', pattern })(value).length === 0, `${pattern} on ${JSON.stringify(value)}`).toBe(matches);
+      expect(new RegExp(pattern, 'u').test(value)).toBe(matches);
+    }
+  });
+
+  it('keeps each pattern of one schema its own (ajv keys them by their text)', () => {
+    const validate = compile({ type: 'object', patternProperties: { '^a': { type: 'integer' }, '^b': { type: 'string' } }, properties: { c: { type: 'string', pattern: '^x+$' } } });
+    expect(validate({ a1: 1, b1: 'x', c: 'xx' })).toEqual([]);
+    expect(validate({ a1: 'no', b1: 2, c: 'y' }).map((i) => i.path).sort()).toEqual(['/a1', '/b1', '/c']);
+  });
+
+  it('still runs the patterns only the built-in engine reads (lookaround, long Unicode names), zod 4 email among them', () => {
+    const email = "^(?!\\.)(?!.*\\.\\.)([A-Za-z0-9_'+\\-\\.]*)[A-Za-z0-9_+-]@([A-Za-z0-9][A-Za-z0-9\\-]*\\.)+[A-Za-z]{2,}$";
+    const validate = compile({ type: 'string', pattern: email });
+    expect(validate('ada@example.com')).toEqual([]);
+    expect(validate('.ada@example.com')).toHaveLength(1);
+    expect(compile({ type: 'string', pattern: '^\\p{Letter}+$' })('héllo')).toEqual([]);
+  });
+});

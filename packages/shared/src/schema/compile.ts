@@ -4,6 +4,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import type { SchemaIssue } from '../errors/errors.js';
 import { DRAFT_07, DRAFT_2020_12, type JsonSchema } from './json-schema.js';
+import { linearRegExp } from './linear-regexp.js';
 import { firstDynamicRef, probeValues } from './probes.js';
 
 // ajv-formats is CommonJS with a `default` property; under NodeNext the default
@@ -20,10 +21,12 @@ const addFormats = ((addFormatsModule as unknown as { default?: unknown }).defau
  * - `validateFormats: true`: `format` asserts, in both dialects (a deliberate choice, see docs/schemas.md);
  * - `ownProperties: true`: `required`, `properties` and friends see only the arguments' own keys, never
  *   inherited ones (`{}` does not have a `constructor` or a `toString`);
+ * - `code.regExp`: patterns match in linear time where RE2 reads them (linear-regexp.ts), so no argument can make
+ *   a pattern backtrack for ever;
  * - `logger: false`: ajv's warnings (unknown formats, keywords beside a draft-07 `$ref`) would go to the
  *   console, outside the structured log; what they warn about is in docs/schemas.md.
  */
-const OPTIONS = { allErrors: true, strict: false, validateFormats: true, ownProperties: true, logger: false } as const satisfies Options;
+const OPTIONS = { allErrors: true, strict: false, validateFormats: true, ownProperties: true, logger: false, code: { regExp: linearRegExp } } as const satisfies Options;
 
 /** The dialects accepted in `$schema` (with or without the trailing `#`). */
 export const SUPPORTED_DIALECTS: readonly string[] = Object.freeze([DRAFT_2020_12, DRAFT_07]);

@@ -1,0 +1,72 @@
+import type { RegExpEngine } from 'ajv/dist/types/index.js';
+import { RE2JS } from 're2js';
+
+/** What `\s` matches in JavaScript (with the `u` flag), in RE2's syntax: RE2's own `\s` is ASCII only. */
+const JS_SPACE = '\\t\\n\\x{0B}\\f\\r \\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{FEFF}';
+
+/**
+ * `pattern` for RE2 with JavaScript's meaning, or undefined where that is
+ * not written as easily (`\S` inside a class). Of the escapes, classes and
+ * anchors both engines read, compared here on characters of every kind, only
+ * `\s` and `\S` matched differently (RE2's are ASCII); the set written for
+ * them matches as the built-in engine's on every character of the Basic
+ * Multilingual Plane.
+ */
+export function forRe2(pattern: string): string | undefined {
+  let out = '';
+  let inClass = false;
+  for (let i = 0; i < pattern.length; i++) {
+    const c = pattern[i];
+    if (c === '\\' && i + 1 < pattern.length) {
+      const next = pattern[i + 1];
+      i += 1;
+      if (next === 's') out += inClass ? JS_SPACE : `[${JS_SPACE}]`;
+      else if (next === 'S') {
+        if (inClass) return undefined;
+        out += `[^${JS_SPACE}]`;
+      } else out += `\\${next}`;
+      continue;
+    }
+    if (c === '[' && !inClass) inClass = true;
+    else if (c === ']' && inClass) inClass = false;
+    out += c;
+  }
+  return out;
+}
+
+/** One pattern on RE2 when RE2 reads it, else on the built-in engine. */
+function linear(pattern: string, flags: string): { test(value: string): boolean; toString(): string } {
+  const translated = forRe2(pattern);
+  let re2: RE2JS;
+  try {
+    if (translated === undefined) throw new Error('not for RE2');
+    re2 = RE2JS.compile(translated);
+  } catch {
+    return new RegExp(pattern, flags);
+  }
+  // `find`: JSON Schema patterns are unanchored, as RegExp.test is. `toString` is how ajv keys the patterns a
+  // schema uses: every engine object must tell its pattern (one that does not shares the first one's).
+  return { test: (value) => re2.matcher(value).find(), toString: () => `re2:/${pattern}/${flags}` };
+}
+
+/**
+ * The regular-expression engine of every schema's `pattern` (and
+ * `patternProperties`, `propertyNames`), given to ajv as `code.regExp`.
+ *
+ * The built-in engine backtracks: a pattern such as `^(a+)+$`, common in
+ * hand-written schemas, takes it exponential time on a 30-character argument
+ * (0.3 s at 26, years at 60), and the dispatcher checks arguments on its
+ * event loop — one call would stop every other. A tool's schema is not the
+ * caller's to choose, but an MCP server's list is untrusted and an argument is
+ * anyone's. RE2 (here re2js, a pure-JavaScript port) matches in time linear
+ * in the input, whatever the pattern.
+ *
+ * RE2 does not read lookaround, backreferences or Unicode property names
+ * longer than their short forms (`\p{Letter}`). A pattern that uses them
+ * still runs, on the built-in engine (zod 4's email pattern has two
+ * lookaheads), so no schema that worked stops working; only such patterns keep
+ * the built-in engine's worst case (docs/schemas.md).
+ *
+ * `code` names it in standalone code, which the fleet does not generate.
+ */
+export const linearRegExp: RegExpEngine = Object.assign(linear, { code: 'linearRegExp' });
