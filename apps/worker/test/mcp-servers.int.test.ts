@@ -311,11 +311,12 @@ describe('a pool of MCP server instances', () => {
     expect(textOf(await pool.call({ tool: 'echo', arguments: { message: 'still here' } }))).toBe('Echo: still here');
   });
 
-  it('stops following a tools/list whose pages never end, lead back to a page already read or hold too many tools, and the instance serves on', async () => {
+  it('stops following a tools/list whose pages never end, lead back to a page already read, or hold too many tools or bytes, and the instance serves on', async () => {
     for (const [flag, said] of [
       ['--endless-list', /more than 1000 pages/],
       ['--cycling-list', /cursor "1" again/],
       ['--many-tools', /more than 10000 tools/],
+      ['--bulky-list', /more than 32 MiB of JSON/],
     ] as const) {
       const pool = track(new McpServerPool({ server: 'pager', launch: { command: process.execPath, args: [PROBE_SERVER, flag] }, instances: { min: 1, max: 1 } }, tools));
       await pool.start();

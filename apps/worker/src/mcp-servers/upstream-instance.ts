@@ -26,6 +26,9 @@ export const MAX_LIST_PAGES = 1000;
 /** Tools of one server the worker takes at most. */
 export const MAX_LISTED_TOOLS = 10_000;
 
+/** Characters of JSON one server's whole tool list may take (each page is bounded on its own as a message). */
+export const MAX_LISTING_CHARS = 32 * 1024 * 1024;
+
 /** How the fleet names itself to servers in `initialize`. */
 const CLIENT_INFO = { name: 'forge-fleet-worker', version: '0.1.0' } as const;
 
@@ -118,9 +121,10 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
    * Every tool the server lists now, following `nextCursor` pages, all of
    * them within `timeoutMs`. The pages are the server's to give, so they are
    * followed only so far: a listing that leads back to a cursor already
-   * followed, runs past {@link MAX_LIST_PAGES} pages or {@link MAX_LISTED_TOOLS}
-   * tools fails (the server is then down, saying why) rather than holding the
-   * worker's import, and its memory, for ever.
+   * followed, runs past {@link MAX_LIST_PAGES} pages, {@link MAX_LISTED_TOOLS}
+   * tools or {@link MAX_LISTING_CHARS} of JSON fails (the server is then down,
+   * saying why) rather than holding the worker's import, and its memory, for
+   * ever.
    *
    * @throws ExecutionFailedError for such a listing, or when the server refuses `tools/list`.
    * @throws ExecutionTimeoutError past `timeoutMs`.
@@ -128,6 +132,7 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
   async listTools(options: { timeoutMs: number }): Promise<Tool[]> {
     const tools: Tool[] = [];
     const followed = new Set<string>();
+    let chars = 0;
     const deadline = Date.now() + options.timeoutMs;
     let cursor: string | undefined;
     try {
@@ -140,6 +145,8 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
         const page = await this.client.listTools(cursor === undefined ? {} : { cursor }, { timeout: Math.max(1, deadline - Date.now()) });
         tools.push(...page.tools);
         if (tools.length > MAX_LISTED_TOOLS) throw this.#badListing(`it lists more than ${MAX_LISTED_TOOLS} tools`);
+        chars += jsonLength(page.tools);
+        if (chars > MAX_LISTING_CHARS) throw this.#badListing(`its tools take more than ${MAX_LISTING_CHARS / 1024 / 1024} MiB of JSON`);
         cursor = page.nextCursor;
       } while (cursor !== undefined);
     } catch (err) {
@@ -275,6 +282,15 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
       cause: this.causeOf(err),
       details: { server: this.server, ...(err instanceof McpError ? { mcpCode: err.code } : {}) },
     });
+  }
+}
+
+/** The length of `value` as JSON; past any bound when it cannot be written (nested thousands deep). */
+function jsonLength(value: unknown): number {
+  try {
+    return JSON.stringify(value).length;
+  } catch {
+    return Number.POSITIVE_INFINITY;
   }
 }
 
