@@ -193,6 +193,8 @@ describe('forge-worker --mcp', () => {
     const { url } = await t.fleet.dispatcher({ FORGE_APPROVAL: 'auto' });
     t.client = new FleetClient({ url });
     await until('hostile.backtrack in the catalog', async () => (await listed(url)).some((tool) => tool.name === 'hostile.backtrack'));
+    // The tool listed with a schema nested 10,000 levels is left out; the server's others are served.
+    expect((await listed(url)).map((tool) => tool.name).filter((name) => name.startsWith('hostile.')).sort()).toEqual(['hostile.backtrack', 'hostile.deep', 'hostile.deep_block', 'hostile.flat']);
     // '^(a+)+$' on 60 a's and a '!': years for a backtracking engine, on the dispatcher's one event loop.
     const evil = { s: `${'a'.repeat(60)}!` };
     const refused = fetch(`${url}/v1/calls?wait=20000`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'hostile.backtrack', arguments: evil }) });

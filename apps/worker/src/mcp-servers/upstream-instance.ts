@@ -145,7 +145,7 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
         const page = await this.client.listTools(cursor === undefined ? {} : { cursor }, { timeout: Math.max(1, deadline - Date.now()) });
         tools.push(...page.tools);
         if (tools.length > MAX_LISTED_TOOLS) throw this.#badListing(`it lists more than ${MAX_LISTED_TOOLS} tools`);
-        chars += jsonLength(page.tools);
+        chars += jsonChars(page.tools, MAX_LISTING_CHARS);
         if (chars > MAX_LISTING_CHARS) throw this.#badListing(`its tools take more than ${MAX_LISTING_CHARS / 1024 / 1024} MiB of JSON`);
         cursor = page.nextCursor;
       } while (cursor !== undefined);
@@ -285,13 +285,30 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
   }
 }
 
-/** The length of `value` as JSON; past any bound when it cannot be written (nested thousands deep). */
-function jsonLength(value: unknown): number {
-  try {
-    return JSON.stringify(value).length;
-  } catch {
-    return Number.POSITIVE_INFINITY;
+/**
+ * About how many characters `value` takes as JSON, counted by a walk with a
+ * stack of its own: JSON.stringify would recurse, and a schema nested
+ * thousands deep (which the import leaves out, serving the rest) is exactly
+ * what it cannot write. Stops counting past `limit`.
+ */
+function jsonChars(value: unknown, limit: number): number {
+  let chars = 0;
+  const stack: unknown[] = [value];
+  while (stack.length > 0 && chars <= limit) {
+    const node = stack.pop();
+    if (typeof node === 'string') chars += node.length + 2;
+    else if (Array.isArray(node)) {
+      chars += node.length + 1;
+      for (const item of node) stack.push(item);
+    } else if (typeof node === 'object' && node !== null) {
+      chars += 2;
+      for (const [key, item] of Object.entries(node)) {
+        chars += key.length + 4;
+        stack.push(item);
+      }
+    } else chars += String(node).length;
   }
+  return chars;
 }
 
 /** Whether `err` is the SDK's McpError with `code`. */
