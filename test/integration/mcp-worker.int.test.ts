@@ -155,55 +155,58 @@ describe('forge-worker --mcp', () => {
     expect(generations() - before).toBeLessThan(30);
   }, 90_000);
 
-  it("fails a call whose answer nests deeper than any hop could write it (RESOURCE_LIMIT), on every entrance, and serves on", async () => {
-    const file = serversFile({ deep: { command: process.execPath, args: [HOSTILE], env: {}, tier: 'host' } });
+  /** A host worker serving the hostile fixture as `hostile`, and a dispatcher; resolves once the tools are listed. */
+  async function hostileFleet(): Promise<{ url: string; client: FleetClient }> {
+    const file = serversFile({ hostile: { command: process.execPath, args: [HOSTILE], env: {}, tier: 'host' } });
     await t.fleet.worker({ tier: 'host', tools: false, mcp: file });
     const { url } = await t.fleet.dispatcher({ FORGE_APPROVAL: 'auto' });
-    t.client = new FleetClient({ url });
-    await until('deep.deep in the catalog', async () => (await listed(url)).some((tool) => tool.name === 'deep.deep'));
+    const client = new FleetClient({ url });
+    t.client = client;
+    await until('hostile.flat in the catalog', async () => (await listed(url)).some((tool) => tool.name === 'hostile.flat'));
+    return { url, client };
+  }
+
+  it("fails a call whose answer nests deeper than any hop could write it (RESOURCE_LIMIT), on every entrance, and serves on", async () => {
+    const { url, client } = await hostileFleet();
     // 10,000 levels: JSON.parse takes it on the worker, JSON.stringify cannot write it. 3,000: the worker could write
     // it, a hop with less stack to spare (an answer, a client) perhaps not. Both end the same way.
-    for (const [tool, depth] of [['deep.deep', 10_000], ['deep.deep_block', 10_000], ['deep.deep', 3_000], ['deep.deep_block', 3_000]] as const) {
+    for (const [tool, depth] of [['hostile.deep', 10_000], ['hostile.deep_block', 10_000], ['hostile.deep', 3_000], ['hostile.deep_block', 3_000]] as const) {
       const res = await fetch(`${url}/v1/calls?wait=20000`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: tool, arguments: { depth } }) });
       expect(res.status).toBe(200);
       const view = (await res.json()) as { status: string; result?: { content: string; error?: { code: string } } };
       expect(view).toMatchObject({ status: 'failed', result: { error: { code: 'RESOURCE_LIMIT' } } });
       expect(view.result?.content).toContain('nests deeper than 256 levels');
-      await expect(t.client.call(tool, { depth }, { timeoutMs: 20_000 })).resolves.toMatchObject({ isError: true, error: { code: 'RESOURCE_LIMIT' } });
+      await expect(client.call(tool, { depth }, { timeoutMs: 20_000 })).resolves.toMatchObject({ isError: true, error: { code: 'RESOURCE_LIMIT' } });
     }
     const mcp = new Client({ name: 'deep-test', version: '1' });
     await mcp.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp`)));
     try {
-      const answered = await mcp.callTool({ name: 'deep.deep', arguments: {} });
+      const answered = await mcp.callTool({ name: 'hostile.deep', arguments: {} });
       expect(answered.isError).toBe(true);
       expect(answered._meta?.['forge-fleet/error']).toMatchObject({ code: 'RESOURCE_LIMIT' });
       // Within the limit the same tool is served as it answers, and the instance serves on.
-      const within = await mcp.callTool({ name: 'deep.deep', arguments: { depth: 100 } });
+      const within = await mcp.callTool({ name: 'hostile.deep', arguments: { depth: 100 } });
       expect(within.isError).toBe(false);
       expect(JSON.stringify(within.structuredContent)).toBe(`${'{"a":'.repeat(100)}1${'}'.repeat(100)}`);
     } finally {
       await mcp.close();
     }
-    expect(await t.client.call('deep.flat', {}, { timeoutMs: 20_000 })).toMatchObject({ isError: false, content: 'flat' });
+    expect(await client.call('hostile.flat', {}, { timeoutMs: 20_000 })).toMatchObject({ isError: false, content: 'flat' });
   }, 60_000);
 
   it("refuses, at once and on every entrance, an argument that would make a server's declared pattern backtrack for ever", async () => {
-    const file = serversFile({ hostile: { command: process.execPath, args: [HOSTILE], env: {}, tier: 'host' } });
-    await t.fleet.worker({ tier: 'host', tools: false, mcp: file });
-    const { url } = await t.fleet.dispatcher({ FORGE_APPROVAL: 'auto' });
-    t.client = new FleetClient({ url });
-    await until('hostile.backtrack in the catalog', async () => (await listed(url)).some((tool) => tool.name === 'hostile.backtrack'));
+    const { url, client } = await hostileFleet();
     // The tool listed with a schema nested 10,000 levels is left out; the server's others are served.
     expect((await listed(url)).map((tool) => tool.name).filter((name) => name.startsWith('hostile.')).sort()).toEqual(['hostile.backtrack', 'hostile.deep', 'hostile.deep_block', 'hostile.flat']);
     // '^(a+)+$' on 60 a's and a '!': years for a backtracking engine, on the dispatcher's one event loop.
     const evil = { s: `${'a'.repeat(60)}!` };
     const refused = fetch(`${url}/v1/calls?wait=20000`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'hostile.backtrack', arguments: evil }) });
     // Another caller's call, sent meanwhile, is answered too.
-    expect(await t.client.call('hostile.flat', {}, { timeoutMs: 20_000 })).toMatchObject({ isError: false, content: 'flat' });
+    expect(await client.call('hostile.flat', {}, { timeoutMs: 20_000 })).toMatchObject({ isError: false, content: 'flat' });
     const res = await refused;
     expect(res.status).toBe(422);
     expect(await res.json()).toMatchObject({ error: { code: 'SCHEMA_VALIDATION', path: '/s' } });
-    await expect(t.client.call('hostile.backtrack', evil, { timeoutMs: 20_000 })).rejects.toMatchObject({ code: 'SCHEMA_VALIDATION' });
+    await expect(client.call('hostile.backtrack', evil, { timeoutMs: 20_000 })).rejects.toMatchObject({ code: 'SCHEMA_VALIDATION' });
     const mcp = new Client({ name: 'backtrack-test', version: '1' });
     await mcp.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp`)));
     try {
@@ -213,7 +216,7 @@ describe('forge-worker --mcp', () => {
       await mcp.close();
     }
     // A value the pattern takes is called as usual.
-    expect(await t.client.call('hostile.backtrack', { s: 'aaa' }, { timeoutMs: 20_000 })).toMatchObject({ isError: false });
+    expect(await client.call('hostile.backtrack', { s: 'aaa' }, { timeoutMs: 20_000 })).toMatchObject({ isError: false });
   }, 60_000);
 
   it('places a tool in the tier the file gives it: a host worker and a platform worker each serve their share of one server', async () => {
