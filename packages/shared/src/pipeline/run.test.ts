@@ -164,4 +164,11 @@ describe('runExecutor and the nesting of results', () => {
     expect(fine.isError).toBe(false);
     expect(JSON.stringify(fine.structuredContent)).toBe(JSON.stringify(nested(200)));
   });
+
+  it("fails an in-process tool's output nested past what JSON.stringify writes the same way, RESOURCE_LIMIT naming where", async () => {
+    const tool = defineTool({ name: 'deep', tier: 'host', handler: () => nested(10_000) });
+    const result = await run(tool);
+    expect(result.error).toMatchObject({ code: 'RESOURCE_LIMIT', details: { limit: 'output' } });
+    expect(result.content).toContain("nests deeper than 256 levels at 'structuredContent.a.a");
+  });
 });
