@@ -2,7 +2,7 @@ import type { TrustLevel } from '../scope/trust.js';
 import type { Tier } from '../tiers/tier.js';
 import type { ToolCall, ToolResult } from './call.js';
 import type { ProgressUpdate } from './progress.js';
-import { MAX_RESULT_DEPTH, resultTooDeep, tooDeepAt } from './result-depth.js';
+import { resultPartJson } from './result-depth.js';
 import { blocksResult, isToolContent, type ToolContent } from './tool-content.js';
 
 /** What a handler receives besides its arguments. */
@@ -59,27 +59,11 @@ export function resultFromOutput(call: ToolCall, output: HandlerOutput): ToolRes
   if (output === undefined) return { ...base, content: '' };
   // Blocks are checked here, where they enter: the trusted path (FnToolExecutor) checks nothing after.
   if (isToolContent(output)) return { ...base, ...blocksResult(call.name, output.blocks, output.structuredContent) };
-  const content = jsonOfOutput(call.name, output);
+  const content = resultPartJson(call.name, output, 'structuredContent');
   if (typeof output === 'object' && output !== null && !Array.isArray(output)) {
     return { ...base, content, structuredContent: JSON.parse(content) as Record<string, unknown> };
   }
   return { ...base, content };
-}
-
-/**
- * A handler's output as JSON. One nested past what JSON.stringify can write
- * fails as any result that nests too deep does (RESOURCE_LIMIT, naming
- * where), not with the stack overflow's RangeError; other failures (a cycle,
- * a BigInt) are thrown as they are.
- */
-function jsonOfOutput(toolName: string, output: unknown): string {
-  try {
-    return JSON.stringify(output);
-  } catch (error) {
-    const at = error instanceof RangeError ? tooDeepAt(output, MAX_RESULT_DEPTH - 1) : undefined;
-    if (at === undefined) throw error;
-    throw resultTooDeep(toolName, at === '' ? 'structuredContent' : `structuredContent.${at}`);
-  }
 }
 
 /** Wraps a plain function as a {@link ToolExecutor}. */

@@ -39,3 +39,24 @@ export function tooDeepAt(value: unknown, maxDepth: number = MAX_RESULT_DEPTH): 
 export function resultTooDeep(toolName: string, at: string): ResourceLimitError {
   return new ResourceLimitError(toolName, 'output', `the result nests deeper than ${MAX_RESULT_DEPTH} levels at '${at}'`, { by: 'the worker', remedy: 'return flatter data (a deep document as text, or by reference)' });
 }
+
+/** Where in a result the path `at` that {@link tooDeepAt} gave for `part` lies, the part being named `root` (`blocks`, `structuredContent`). */
+export function pathIn(root: string, part: unknown, at: string): string {
+  return at === '' || Array.isArray(part) ? `${root}${at}` : `${root}.${at}`;
+}
+
+/**
+ * `value`, the part `root` of a tool's result, as JSON. When JSON.stringify
+ * runs out of stack (the value nests thousands deep) the result fails as one
+ * nested too deep, naming where ({@link resultTooDeep}); any other failure (a
+ * cycle, a BigInt) is thrown as it is.
+ */
+export function resultPartJson(toolName: string, value: unknown, root: string): string {
+  try {
+    return JSON.stringify(value);
+  } catch (error) {
+    const at = error instanceof RangeError ? tooDeepAt(value, MAX_RESULT_DEPTH - 1) : undefined;
+    if (at === undefined) throw error;
+    throw resultTooDeep(toolName, pathIn(root, value, at));
+  }
+}

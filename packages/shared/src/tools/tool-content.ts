@@ -1,8 +1,8 @@
-import { ExecutionFailedError } from '../errors/errors.js';
+import { ExecutionFailedError, ResourceLimitError } from '../errors/errors.js';
 import { isJsonObject } from '../schema/json-schema.js';
 import type { ToolResult } from './call.js';
 import { ContentBlock, textOfBlocks } from './content-blocks.js';
-import { MAX_RESULT_DEPTH, resultTooDeep, tooDeepAt } from './result-depth.js';
+import { MAX_RESULT_DEPTH, pathIn, resultPartJson, resultTooDeep, tooDeepAt } from './result-depth.js';
 
 /**
  * Recognised by a registered symbol, not `instanceof`: a tools module may be
@@ -63,20 +63,20 @@ export interface BlocksResult {
  * after this one writes it as JSON again, with less stack to spare.
  */
 function jsonCopy(value: unknown, what: 'content blocks' | 'structuredContent', toolName: string): unknown {
-  const inResult = (at: string): string => (what === 'content blocks' ? `blocks${at}` : at === '' ? 'structuredContent' : `structuredContent.${at}`);
-  let copy: unknown;
+  const root = what === 'content blocks' ? 'blocks' : 'structuredContent';
+  const notJson = (error: unknown): ExecutionFailedError =>
+    new ExecutionFailedError(toolName, `its ${what} cannot be sent as JSON (${error instanceof Error ? error.message : String(error)})`, { cause: error });
+  let text: string | undefined;
   try {
-    const text = JSON.stringify(value);
-    if (text === undefined) throw new TypeError('not a JSON value');
-    copy = JSON.parse(text) as unknown;
+    text = resultPartJson(toolName, value, root);
   } catch (error) {
-    // A RangeError here is JSON.stringify out of stack: the value nests thousands deep (a cycle is a TypeError).
-    const deep = error instanceof RangeError ? tooDeepAt(value, MAX_RESULT_DEPTH - 1) : undefined;
-    if (deep !== undefined) throw resultTooDeep(toolName, inResult(deep));
-    throw new ExecutionFailedError(toolName, `its ${what} cannot be sent as JSON (${error instanceof Error ? error.message : String(error)})`, { cause: error });
+    if (error instanceof ResourceLimitError) throw error;
+    throw notJson(error);
   }
+  if (text === undefined) throw notJson(new TypeError('not a JSON value'));
+  const copy = JSON.parse(text) as unknown;
   const deep = tooDeepAt(copy, MAX_RESULT_DEPTH - 1);
-  if (deep !== undefined) throw resultTooDeep(toolName, inResult(deep));
+  if (deep !== undefined) throw resultTooDeep(toolName, pathIn(root, copy, deep));
   return copy;
 }
 
