@@ -23,11 +23,13 @@ const TaskState = z.looseObject({
 });
 type TaskState = z.infer<typeof TaskState>;
 
-/** The answer to a task-augmented `tools/call`: the task, or (a server that ran it at once) the result itself. */
-const CreatedOrResult = z.custom<Record<string, unknown>>((value) => typeof value === 'object' && value !== null && !Array.isArray(value), 'a tools/call answer must be an object');
+const isObject = (value: unknown): boolean => typeof value === 'object' && value !== null && !Array.isArray(value);
 
-/** A `tools/call` result taken as the server sent it; resultOf in mcp-tool-executor.ts checks it. */
-const AnyResult = z.custom<CallToolResult>((value) => typeof value === 'object' && value !== null && !Array.isArray(value), 'a tasks/result answer must be an object');
+/** A `tools/call` result taken as the server sent it (an object); resultOf in mcp-tool-executor.ts checks it. */
+export const ANY_RESULT = z.custom<CallToolResult>(isObject, 'a tools/call result must be an object');
+
+/** The answer to a task-augmented `tools/call` or a `tasks/get`: the task, or (a server that ran it at once) the result itself. */
+const CreatedOrResult = z.custom<Record<string, unknown>>(isObject, 'a tools/call answer must be an object');
 
 /** The statuses after which a task changes no more (MCP 2025-11-25). */
 const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
@@ -68,13 +70,13 @@ export async function callAsTask(client: Client, params: { name: string; argumen
   let ended = TERMINAL.has(task.status);
   const watch = options.onStatus === undefined || ended ? undefined : new StatusWatch(client, task, options.onStatus);
   try {
-    const result = await client.request({ method: 'tasks/result', params: { taskId: task.taskId } }, AnyResult, requestOptions());
+    const result = await client.request({ method: 'tasks/result', params: { taskId: task.taskId } }, ANY_RESULT, requestOptions());
     ended = true;
     return result;
   } catch (err) {
     if (!ended) {
       // The wait was cancelled or timed out: the work itself is stopped too. The caller has its answer already.
-      client.request({ method: 'tasks/cancel', params: { taskId: task.taskId } }, AnyResult, { timeout: CANCEL_TIMEOUT_MS }).catch(() => {});
+      client.request({ method: 'tasks/cancel', params: { taskId: task.taskId } }, CreatedOrResult, { timeout: CANCEL_TIMEOUT_MS }).catch(() => {});
     }
     throw err;
   } finally {

@@ -1,7 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { CancelledError, ExecutionFailedError, ExecutionTimeoutError, isFleetError, type McpServerLostError, ResourceLimitError } from '@forge-fleet/shared';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { z } from 'zod';
 import {
   type CallToolResult,
   ErrorCode as McpErrorCode,
@@ -15,10 +14,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import { tooLargeBytes } from './answer-lines.js';
 import { MODERN_REVISION } from './modern-era.js';
-import { callAsTask } from './task-call.js';
-
-/** A `tools/call` result taken as the server sent it (an object); resultOf in mcp-tool-executor.ts checks it. */
-const ANY_RESULT = z.custom<CallToolResult>((value) => typeof value === 'object' && value !== null && !Array.isArray(value), 'a tools/call result must be an object');
+import { ANY_RESULT, callAsTask } from './task-call.js';
 
 /** Pages of one `tools/list` the worker follows at most. */
 export const MAX_LIST_PAGES = 1000;

@@ -34,16 +34,20 @@ export function forRe2(pattern: string): string | undefined {
   return out;
 }
 
+/** `pattern` compiled by RE2, or undefined where RE2 does not read it. */
+function compileRe2(pattern: string): RE2JS | undefined {
+  try {
+    return RE2JS.compile(pattern);
+  } catch {
+    return undefined;
+  }
+}
+
 /** One pattern on RE2 when RE2 reads it, else on the built-in engine. */
 function linear(pattern: string, flags: string): { test(value: string): boolean; toString(): string } {
   const translated = forRe2(pattern);
-  let re2: RE2JS;
-  try {
-    if (translated === undefined) throw new Error('not for RE2');
-    re2 = RE2JS.compile(translated);
-  } catch {
-    return new RegExp(pattern, flags);
-  }
+  const re2 = translated === undefined ? undefined : compileRe2(translated);
+  if (re2 === undefined) return new RegExp(pattern, flags);
   // `find`: JSON Schema patterns are unanchored, as RegExp.test is. `toString` is how ajv keys the patterns a
   // schema uses: every engine object must tell its pattern (one that does not shares the first one's).
   return { test: (value) => re2.matcher(value).find(), toString: () => `re2:/${pattern}/${flags}` };
