@@ -197,7 +197,7 @@ describe('forge-worker --mcp', () => {
   it("refuses, at once and on every entrance, an argument that would make a server's declared pattern backtrack for ever", async () => {
     const { url, client } = await hostileFleet();
     // The tool listed with a schema nested 10,000 levels is left out; the server's others are served.
-    expect((await listed(url)).map((tool) => tool.name).filter((name) => name.startsWith('hostile.')).sort()).toEqual(['hostile.backtrack', 'hostile.deep', 'hostile.deep_block', 'hostile.flat']);
+    expect((await listed(url)).map((tool) => tool.name).filter((name) => name.startsWith('hostile.')).sort()).toEqual(['hostile.backtrack', 'hostile.deep', 'hostile.deep_block', 'hostile.flat', 'hostile.lookaround', 'hostile.unique']);
     // '^(a+)+$' on 60 a's and a '!': years for a backtracking engine, on the dispatcher's one event loop.
     const evil = { s: `${'a'.repeat(60)}!` };
     const refused = fetch(`${url}/v1/calls?wait=20000`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'hostile.backtrack', arguments: evil }) });
@@ -217,6 +217,40 @@ describe('forge-worker --mcp', () => {
     }
     // A value the pattern takes is called as usual.
     expect(await client.call('hostile.backtrack', { s: 'aaa' }, { timeoutMs: 20_000 })).toMatchObject({ isError: false });
+  }, 60_000);
+
+  it("stops checking an argument a lookaround pattern backtracks on, and checks a long array's uniqueness in one pass, on every entrance", async () => {
+    const { url, client } = await hostileFleet();
+    const post = (name: string, args: unknown) =>
+      fetch(`${url}/v1/calls?wait=20000`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name, arguments: args }) });
+    // '^(?=a)(a+)+$': RE2 does not read the lookahead, so it runs on the backtracking engine, years on this value.
+    const evil = { s: `${'a'.repeat(60)}!` };
+    const slow = post('hostile.lookaround', evil);
+    expect(await client.call('hostile.flat', {}, { timeoutMs: 20_000 })).toMatchObject({ isError: false, content: 'flat' });
+    const res = await slow;
+    expect(res.status).toBe(422);
+    const body = (await res.json()) as { error: { code: string; message: string } };
+    expect(body.error.code).toBe('SCHEMA_VALIDATION');
+    expect(body.error.message).toContain('^(?=a)(a+)+$');
+    await expect(client.call('hostile.lookaround', evil, { timeoutMs: 20_000 })).rejects.toMatchObject({ code: 'SCHEMA_VALIDATION' });
+    expect(await client.call('hostile.lookaround', { s: 'aaaa' }, { timeoutMs: 20_000 })).toMatchObject({ isError: false });
+    // 20,000 objects (229 KB, under the argument limit): every pair compared, 5 s of the dispatcher's loop each time.
+    const xs = Array.from({ length: 20_000 }, (_, i) => ({ a: i }));
+    expect((await post('hostile.unique', { xs })).status).toBe(200);
+    const twice = [...xs, { a: 17 }];
+    const dup = await post('hostile.unique', { xs: twice });
+    expect(dup.status).toBe(422);
+    expect(await dup.json()).toMatchObject({ error: { code: 'SCHEMA_VALIDATION', path: '/xs', message: expect.stringContaining('items ## 17 and 20000 are identical') as string } });
+    const mcp = new Client({ name: 'bounded-test', version: '1' });
+    await mcp.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp`)));
+    try {
+      for (const [name, args] of [['hostile.lookaround', evil], ['hostile.unique', { xs: twice }]] as const) {
+        const answered = await mcp.callTool({ name, arguments: args });
+        expect(answered._meta?.['forge-fleet/error']).toMatchObject({ code: 'SCHEMA_VALIDATION' });
+      }
+    } finally {
+      await mcp.close();
+    }
   }, 60_000);
 
   it('places a tool in the tier the file gives it: a host worker and a platform worker each serve their share of one server', async () => {

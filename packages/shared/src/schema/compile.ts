@@ -3,9 +3,11 @@ import { Ajv, type ErrorObject, type Options, type ValidateFunction } from 'ajv'
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import type { SchemaIssue } from '../errors/errors.js';
+import { PATTERN_BUDGET_MS, PatternTooSlow, withPatternBudget } from './bounded-regexp.js';
 import { DRAFT_07, DRAFT_2020_12, type JsonSchema } from './json-schema.js';
 import { linearRegExp } from './linear-regexp.js';
 import { firstDynamicRef, probeValues } from './probes.js';
+import { uniqueItemsKeyword } from './unique-items.js';
 
 // ajv-formats is CommonJS with a `default` property; under NodeNext the default
 // import is the whole module object, so pick the function out explicitly.
@@ -23,6 +25,7 @@ const addFormats = ((addFormatsModule as unknown as { default?: unknown }).defau
  *   inherited ones (`{}` does not have a `constructor` or a `toString`);
  * - `code.regExp`: patterns match in linear time where RE2 reads them (linear-regexp.ts), so no argument can make
  *   a pattern backtrack for ever;
+ * - `uniqueItems` is the fleet's own, linear in the array (unique-items.ts), for the same reason;
  * - `logger: false`: ajv's warnings (unknown formats, keywords beside a draft-07 `$ref`) would go to the
  *   console, outside the structured log; what they warn about is in docs/schemas.md.
  */
@@ -46,6 +49,8 @@ function dialectOf(schema: JsonSchema): string | undefined {
 function newAjv(draft07: boolean, options: Options = {}): Ajv | Ajv2020 {
   const ajv = draft07 ? new Ajv({ ...OPTIONS, ...options }) : new Ajv2020({ ...OPTIONS, ...options });
   addFormats(ajv);
+  ajv.removeKeyword('uniqueItems');
+  ajv.addKeyword(uniqueItemsKeyword);
   return ajv;
 }
 
@@ -101,6 +106,22 @@ const STACK_ISSUE: SchemaIssue = Object.freeze({
 });
 
 /**
+ * The one issue a call gets when a pattern only the backtracking engine reads
+ * was stopped on its value (bounded-regexp.ts). Where in the value is not
+ * known: the check ends inside the validator.
+ */
+function patternTooSlowIssue(pattern: string): SchemaIssue {
+  return {
+    path: '',
+    keyword: 'pattern',
+    reason:
+      `could not be checked: the schema's pattern ${JSON.stringify(pattern)} backtracks on this value for more than ${PATTERN_BUDGET_MS} ms ` +
+      '(it uses lookaround or backreferences, so it runs on the backtracking engine); send a value the pattern settles sooner, ' +
+      "or ask the schema's author to write the pattern without lookaround and backreferences (see docs/schemas.md)",
+  };
+}
+
+/**
  * Checks that `schema` is a valid JSON Schema in a supported dialect, compiles
  * it and tries it on a few values. Returns the problem instead of throwing so
  * callers can name the tool and the field in their own error.
@@ -150,17 +171,20 @@ export function compileSchema(schema: JsonSchema): { ok: true; validate: Compile
   }
   for (const value of probeValues(schema)) {
     try {
-      fn(value);
+      withPatternBudget(() => fn(value));
     } catch (err) {
       if (err instanceof RangeError) return { ok: false, problem: unboundedRecursion(schema, 'validating a trial value') };
+      // Only a value can make a pattern slow, and a trial value is not one a caller sends.
+      if (err instanceof PatternTooSlow) continue;
       return { ok: false, problem: { path: '', reason: `the compiled validator fails on a trial value: ${err instanceof Error ? err.message : String(err)}` } };
     }
   }
   const validate: CompiledSchema = (value) => {
     try {
-      return fn(value) ? [] : toIssues(fn.errors ?? []);
+      return withPatternBudget(() => fn(value)) ? [] : toIssues(fn.errors ?? []);
     } catch (err) {
       if (err instanceof RangeError) return [STACK_ISSUE];
+      if (err instanceof PatternTooSlow) return [patternTooSlowIssue(err.pattern)];
       throw err;
     }
   };

@@ -1,5 +1,6 @@
 import type { RegExpEngine } from 'ajv/dist/types/index.js';
 import { RE2JS } from 're2js';
+import { boundedTest } from './bounded-regexp.js';
 
 /** What `\s` matches in JavaScript (with the `u` flag), in RE2's syntax: RE2's own `\s` is ASCII only. */
 const JS_SPACE = '\\t\\n\\x{0B}\\f\\r \\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{FEFF}';
@@ -47,7 +48,11 @@ function compileRe2(pattern: string): RE2JS | undefined {
 function linear(pattern: string, flags: string): { test(value: string): boolean; toString(): string } {
   const translated = forRe2(pattern);
   const re2 = translated === undefined ? undefined : compileRe2(translated);
-  if (re2 === undefined) return new RegExp(pattern, flags);
+  if (re2 === undefined) {
+    // Compiled here too, so a pattern neither engine reads fails the schema as before.
+    const native = new RegExp(pattern, flags);
+    return { test: (value) => boundedTest(pattern, flags, value), toString: () => native.toString() };
+  }
   // `find`: JSON Schema patterns are unanchored, as RegExp.test is. `toString` is how ajv keys the patterns a
   // schema uses: every engine object must tell its pattern (one that does not shares the first one's).
   return { test: (value) => re2.matcher(value).find(), toString: () => `re2:/${pattern}/${flags}` };
@@ -68,8 +73,9 @@ function linear(pattern: string, flags: string): { test(value: string): boolean;
  * RE2 does not read lookaround, backreferences or Unicode property names
  * longer than their short forms (`\p{Letter}`). A pattern that uses them
  * still runs, on the built-in engine (zod 4's email pattern has two
- * lookaheads), so no schema that worked stops working; only such patterns keep
- * the built-in engine's worst case (docs/schemas.md).
+ * lookaheads), so no schema that worked stops working; it runs on a thread
+ * of its own for a bounded time (bounded-regexp.ts), so its worst case ends
+ * the one validation, not the process (docs/schemas.md).
  *
  * `code` names it in standalone code, which the fleet does not generate.
  */
