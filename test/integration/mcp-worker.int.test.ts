@@ -196,8 +196,9 @@ describe('forge-worker --mcp', () => {
 
   it("refuses, at once and on every entrance, an argument that would make a server's declared pattern backtrack for ever", async () => {
     const { url, client } = await hostileFleet();
-    // The tool listed with a schema nested 10,000 levels is left out; the server's others are served.
-    expect((await listed(url)).map((tool) => tool.name).filter((name) => name.startsWith('hostile.')).sort()).toEqual(['hostile.backtrack', 'hostile.deep', 'hostile.deep_block', 'hostile.flat', 'hostile.lookaround', 'hostile.unique']);
+    // The tools listed with a schema nested 10,000 levels and with refs that multiply on any value are left out; the
+    // server's others are served.
+    expect((await listed(url)).map((tool) => tool.name).filter((name) => name.startsWith('hostile.')).sort()).toEqual(['hostile.backtrack', 'hostile.deep', 'hostile.deep_block', 'hostile.flat', 'hostile.lookaround', 'hostile.multiply', 'hostile.unique']);
     // '^(a+)+$' on 60 a's and a '!': years for a backtracking engine, on the dispatcher's one event loop.
     const evil = { s: `${'a'.repeat(60)}!` };
     const refused = fetch(`${url}/v1/calls?wait=20000`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'hostile.backtrack', arguments: evil }) });
@@ -219,7 +220,7 @@ describe('forge-worker --mcp', () => {
     expect(await client.call('hostile.backtrack', { s: 'aaa' }, { timeoutMs: 20_000 })).toMatchObject({ isError: false });
   }, 60_000);
 
-  it("stops checking an argument a lookaround pattern backtracks on, and checks a long array's uniqueness in one pass, on every entrance", async () => {
+  it("stops checking an argument a lookaround pattern or a multiplying schema would hold, and checks a long array's uniqueness in one pass, on every entrance", async () => {
     const { url, client } = await hostileFleet();
     const post = (name: string, args: unknown) =>
       fetch(`${url}/v1/calls?wait=20000`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name, arguments: args }) });
@@ -241,10 +242,17 @@ describe('forge-worker --mcp', () => {
     const dup = await post('hostile.unique', { xs: twice });
     expect(dup.status).toBe(422);
     expect(await dup.json()).toMatchObject({ error: { code: 'SCHEMA_VALIDATION', path: '/xs', message: expect.stringContaining('items ## 17 and 20000 are identical') as string } });
+    // Each of 30 levels evaluated twice by the schema: 2^30 evaluations. The validator's allowance of ref calls ends it.
+    let t: unknown[] = [];
+    for (let i = 0; i < 30; i++) t = [t];
+    const multiplied = await post('hostile.multiply', { t });
+    expect(multiplied.status).toBe(422);
+    expect(await multiplied.json()).toMatchObject({ error: { code: 'SCHEMA_VALIDATION', message: expect.stringContaining("followed the schema's $refs more than") as string } });
+    expect(await client.call('hostile.multiply', { t: [[], [[], []]] }, { timeoutMs: 20_000 })).toMatchObject({ isError: false });
     const mcp = new Client({ name: 'bounded-test', version: '1' });
     await mcp.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp`)));
     try {
-      for (const [name, args] of [['hostile.lookaround', evil], ['hostile.unique', { xs: twice }]] as const) {
+      for (const [name, args] of [['hostile.lookaround', evil], ['hostile.unique', { xs: twice }], ['hostile.multiply', { t }]] as const) {
         const answered = await mcp.callTool({ name, arguments: args });
         expect(answered._meta?.['forge-fleet/error']).toMatchObject({ code: 'SCHEMA_VALIDATION' });
       }

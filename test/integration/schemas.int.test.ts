@@ -60,7 +60,7 @@ describe('schemas the validator cannot run safely', () => {
 
   it('keeps a worker from starting, naming what in the schema to change', async () => {
     const start = t.fleet.worker({ tier: 'platform', tools: 'test/fixtures/schema-overflow-tools.ts' });
-    await expect(start).rejects.toThrow(/INVALID_DEFINITION: the definition of tool 'loops' is invalid at '\/parameters\/\$defs\/baseSchema\/\$dynamicRef': the validator overflows its stack/);
+    await expect(start).rejects.toThrow(/INVALID_DEFINITION: the definition of tool 'loops' is invalid at '\/parameters\/\$defs\/baseSchema\/\$dynamicRef': the validator follows its \$refs without end/);
   });
 
   it('is refused at the catalog read: a call gets INVALID_DEFINITION, not a retryable 500', async () => {
@@ -92,7 +92,7 @@ describe('schemas the validator cannot run safely', () => {
     });
     expect(answer.status).toBe(400);
     expect(answer.body.error).toMatchObject({ code: 'INVALID_DEFINITION', retryable: false });
-    expect(answer.body.error?.message).toMatch(/\/parameters\/\$defs\/baseSchema\/\$dynamicRef.*overflows its stack/);
+    expect(answer.body.error?.message).toMatch(/\/parameters\/\$defs\/baseSchema\/\$dynamicRef.*follows its \$refs without end/);
     // The tools announced beside it are served as before.
     expect(gist(await call(url, 'find', { q: 'a' }))).toBe('ran: find v1');
   });

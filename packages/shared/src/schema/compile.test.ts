@@ -100,11 +100,11 @@ describe('compileSchema', () => {
     },
   };
 
-  it('refuses a schema whose validator overflows its stack, pointing at the $dynamicRef to change', () => {
+  it('refuses a schema whose validator follows its refs without end, pointing at the $dynamicRef to change', () => {
     const compiled = compileSchema(dynamicRefLoop);
     expect(compiled.ok).toBe(false);
     expect(!compiled.ok && compiled.problem.path).toBe('/$defs/baseSchema/$dynamicRef');
-    expect(!compiled.ok && compiled.problem.reason).toMatch(/overflows its stack.*replace a \$dynamicRef with a plain \$ref/);
+    expect(!compiled.ok && compiled.problem.reason).toMatch(/follows its \$refs without end validating a trial value.*replace a \$dynamicRef with a plain \$ref/);
   });
 
   it('refuses a schema whose compilation overflows the stack (ref.json "URN ref with nested pointer ref")', () => {
@@ -236,5 +236,38 @@ describe('compileSchema and patterns only the built-in engine reads', () => {
     const names = compile({ type: 'object', propertyNames: { pattern: lookaround } });
     expect(names({ [evil]: 1 })).toEqual([expect.objectContaining({ keyword: 'pattern' })]);
     expect(names({ aa: 1 })).toEqual([]);
+  });
+});
+
+describe('compileSchema and refs that reach one subschema by many paths', () => {
+  /** 40 levels, each an anyOf over two refs to the level below: 2^40 evaluations of the bottom for any value. */
+  function fanIn(levels: number, bottom: Record<string, unknown>): Record<string, unknown> {
+    const $defs: Record<string, unknown> = { l0: bottom };
+    for (let k = 1; k <= levels; k++) $defs[`l${k}`] = { anyOf: [{ $ref: `#/$defs/l${k - 1}` }, { $ref: `#/$defs/l${k - 1}`, minimum: 0 }] };
+    return { $defs, type: 'object', properties: { x: { $ref: `#/$defs/l${levels}` } } };
+  }
+
+  it('refuses at definition a schema whose refs multiply on any value, naming what to change', () => {
+    const compiled = compileSchema(fanIn(40, { type: 'number' }));
+    expect(compiled.ok).toBe(false);
+    expect(!compiled.ok && compiled.problem.reason).toMatch(/follows this schema's \$refs more than \d+ times on a small trial value.*anyOf, oneOf or allOf over \$refs/);
+  });
+
+  it('answers an issue for a value that makes a recursive schema multiply, and checks ordinary values as before', () => {
+    // Two branches, each recursing into every item: 2^depth evaluations of a value nested depth levels.
+    const validate = compile({ $defs: { n: { oneOf: [{ type: 'array', items: { $ref: '#/$defs/n' }, maxItems: 1 }, { type: 'array', items: { $ref: '#/$defs/n' }, minItems: 2 }] } }, type: 'object', properties: { t: { $ref: '#/$defs/n' } } });
+    let deep: unknown[] = [];
+    for (let i = 0; i < 32; i++) deep = [deep];
+    expect(validate({ t: deep })).toEqual([expect.objectContaining({ path: '', keyword: '$ref', reason: expect.stringMatching(/followed the schema's \$refs more than \d+ times on this value/) as string })]);
+    expect(validate({ t: [[], [[], [[]]]] })).toEqual([]);
+    expect(validate({ t: [[], ['x']] }).map((i) => [i.path, i.keyword])).toContainEqual(['/t/1/0', 'type']);
+  });
+
+  it('lets a schema that recurses once per value check a large value', () => {
+    const json = { $defs: { v: { anyOf: [{ type: ['string', 'number', 'boolean', 'null'] }, { type: 'array', items: { $ref: '#/$defs/v' } }, { type: 'object', additionalProperties: { $ref: '#/$defs/v' } }] } }, $ref: '#/$defs/v' };
+    const validate = compile(json);
+    const tree = Array.from({ length: 2000 }, (_, i) => ({ id: i, kids: [[i, 'x', null], { deep: { deeper: [true] } }] }));
+    expect(validate(tree)).toEqual([]);
+    expect(validate([{ a: [1, { b: undefined }] }]).length).toBeGreaterThan(0);
   });
 });

@@ -7,6 +7,7 @@ import { PATTERN_BUDGET_MS, PatternTooSlow, withPatternBudget } from './bounded-
 import { DRAFT_07, DRAFT_2020_12, type JsonSchema } from './json-schema.js';
 import { linearRegExp } from './linear-regexp.js';
 import { firstDynamicRef, probeValues } from './probes.js';
+import { fuelInstance, meterRefCalls, RefCallsExceeded, REF_CALLS_BASE, REF_CALLS_PER_NODE, withRefFuel } from './ref-fuel.js';
 import { uniqueItemsKeyword } from './unique-items.js';
 
 // ajv-formats is CommonJS with a `default` property; under NodeNext the default
@@ -48,6 +49,7 @@ function dialectOf(schema: JsonSchema): string | undefined {
 
 function newAjv(draft07: boolean, options: Options = {}): Ajv | Ajv2020 {
   const ajv = draft07 ? new Ajv({ ...OPTIONS, ...options }) : new Ajv2020({ ...OPTIONS, ...options });
+  fuelInstance(ajv);
   addFormats(ajv);
   ajv.removeKeyword('uniqueItems');
   ajv.addKeyword(uniqueItemsKeyword);
@@ -84,14 +86,22 @@ export interface SchemaDefinitionProblem {
   readonly reason: string;
 }
 
-/** What a refusal says when the validator overflows its stack, naming where the author should look. */
-function unboundedRecursion(schema: JsonSchema, when: 'compiling it' | 'validating a trial value'): SchemaDefinitionProblem {
+/**
+ * What a refusal says when the validator overflows its stack, or follows refs
+ * past the allowance (ref-fuel.ts) on a trial value while the schema has a
+ * `$dynamicRef`, naming where the author should look.
+ */
+function unboundedRecursion(
+  schema: JsonSchema,
+  when: 'compiling it' | 'validating a trial value',
+  how: 'overflows its stack' | 'follows its $refs without end' = 'overflows its stack',
+): SchemaDefinitionProblem {
   const at = firstDynamicRef(schema);
   const where = at === undefined ? 'its $ref chain (refs that lead back to themselves through changing $id base URIs)' : `the $dynamicRef at '${at}'`;
   return {
     path: at ?? '',
     reason:
-      `the validator overflows its stack ${when}: this schema recurses without bound in the validator (ajv) the fleet uses; ` +
+      `the validator ${how} ${when}: this schema recurses without bound in the validator (ajv) the fleet uses; ` +
       `change ${where} — replace a $dynamicRef with a plain $ref to the schema it should reach, and give refs targets inside one $id scope (see docs/schemas.md)`,
   };
 }
@@ -104,6 +114,33 @@ const STACK_ISSUE: SchemaIssue = Object.freeze({
     'or the schema recurses without bound); send a less deeply nested value, or ask the schema\'s author to bound its recursion',
   keyword: '$ref',
 });
+
+/** Where a schema's refs multiply: what a refusal of the schema, or of a value, tells its author to change. */
+const FAN_IN =
+  "the schema's $refs reach one subschema by many paths at once (anyOf, oneOf or allOf over $refs that lead, level after level, " +
+  'to the same schema), so the validator repeats the same work over and over';
+
+/** A schema whose validation of a trial value already ran out of ref calls: every call would. */
+function refFanIn(limit: number): SchemaDefinitionProblem {
+  return {
+    path: '',
+    reason:
+      `the validator follows this schema's $refs more than ${limit} times on a small trial value: ${FAN_IN}, ` +
+      'or they lead back to themselves through changing $id base URIs; make each level refer to the one below once, and give refs targets inside one $id scope (see docs/schemas.md)',
+  };
+}
+
+/** The one issue a call gets when its value made the validator follow the schema's refs past the allowance (ref-fuel.ts). */
+function refCallsIssue(limit: number): SchemaIssue {
+  return {
+    path: '',
+    keyword: '$ref',
+    reason:
+      `could not be checked: the validator followed the schema's $refs more than ${limit} times on this value ` +
+      `(${REF_CALLS_BASE} plus ${REF_CALLS_PER_NODE} per value it holds): ${FAN_IN}; send a smaller or less deeply nested value, ` +
+      "or ask the schema's author to bound the schema's fan-in (see docs/schemas.md)",
+  };
+}
 
 /**
  * The one issue a call gets when a pattern only the backtracking engine reads
@@ -164,16 +201,22 @@ export function compileSchema(schema: JsonSchema): { ok: true; validate: Compile
   let fn: ValidateFunction;
   try {
     // Checked against the meta-schema just above: the instance need not compile the meta-schema again.
-    fn = newAjv(draft07, { validateSchema: false }).compile(schema);
+    // Metered: every ref target compiled as a function spends one call on entry (ref-fuel.ts).
+    fn = newAjv(draft07, { validateSchema: false, code: { ...OPTIONS.code, process: meterRefCalls } }).compile(schema);
   } catch (err) {
     if (err instanceof RangeError) return { ok: false, problem: unboundedRecursion(schema, 'compiling it') };
     return { ok: false, problem: { path: '', reason: err instanceof Error ? err.message : String(err) } };
   }
   for (const value of probeValues(schema)) {
     try {
-      withPatternBudget(() => fn(value));
+      withRefFuel(value, () => withPatternBudget(() => fn(value)));
     } catch (err) {
       if (err instanceof RangeError) return { ok: false, problem: unboundedRecursion(schema, 'validating a trial value') };
+      if (err instanceof RefCallsExceeded) {
+        // A small value that spends the allowance: refs that never end ($dynamicRef's loop in ajv) or that multiply.
+        const problem = firstDynamicRef(schema) === undefined ? refFanIn(err.limit) : unboundedRecursion(schema, 'validating a trial value', 'follows its $refs without end');
+        return { ok: false, problem };
+      }
       // Only a value can make a pattern slow, and a trial value is not one a caller sends.
       if (err instanceof PatternTooSlow) continue;
       return { ok: false, problem: { path: '', reason: `the compiled validator fails on a trial value: ${err instanceof Error ? err.message : String(err)}` } };
@@ -181,9 +224,10 @@ export function compileSchema(schema: JsonSchema): { ok: true; validate: Compile
   }
   const validate: CompiledSchema = (value) => {
     try {
-      return withPatternBudget(() => fn(value)) ? [] : toIssues(fn.errors ?? []);
+      return withRefFuel(value, () => withPatternBudget(() => fn(value))) ? [] : toIssues(fn.errors ?? []);
     } catch (err) {
       if (err instanceof RangeError) return [STACK_ISSUE];
+      if (err instanceof RefCallsExceeded) return [refCallsIssue(err.limit)];
       if (err instanceof PatternTooSlow) return [patternTooSlowIssue(err.pattern)];
       throw err;
     }

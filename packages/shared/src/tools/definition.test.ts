@@ -197,10 +197,10 @@ describe('parseToolDefinition and schemas', () => {
     },
   };
 
-  it('refuses at definition a schema whose validator overflows its stack, saying what in it to change', () => {
+  it('refuses at definition a schema whose validator follows its refs without end, saying what in it to change', () => {
     const error = catchError(() => defineTool({ name: 'loops', parameters: overflowing, handler: () => 'never' }));
     expect(error.code).toBe(ErrorCode.INVALID_DEFINITION);
-    expect(error.message).toMatch(/'\/parameters\/\$defs\/third\/\$defs\/stuff\/\$dynamicRef'.*overflows its stack.*replace a \$dynamicRef with a plain \$ref/);
+    expect(error.message).toMatch(/'\/parameters\/\$defs\/third\/\$defs\/stuff\/\$dynamicRef'.*follows its \$refs without end.*replace a \$dynamicRef with a plain \$ref/);
   });
 
   it('parses a tool whose parameters have a root $id again and again (the worker re-checks each definition a module made)', () => {
