@@ -192,7 +192,7 @@ const ERRORS = {
   404: 'not found',
   409: 'conflict',
   413: 'PAYLOAD_TOO_LARGE (details.limitBytes): body over FORGE_BODY_LIMIT_BYTES, or arguments over FORGE_MAX_ARGUMENT_BYTES',
-  422: 'SCHEMA_VALIDATION (details.path, details.reason, details.issues): the arguments do not match the tool schema',
+  422: 'SCHEMA_VALIDATION (details.path, details.reason, details.issues: the first 100, details.issueCount): the arguments do not match the tool schema',
   500: 'INTERNAL',
   503: 'NO_WORKER: the tool is known but no live worker serves it now',
 } as const;

@@ -164,6 +164,20 @@ describe('error codes', () => {
     expect(isErrorCode('constructor')).toBe(false);
   });
 
+  it('SCHEMA_VALIDATION lists at most the first 100 issues and counts them all (a 240 KB argument can fail 120,000 rules)', () => {
+    const issues = Array.from({ length: 120_000 }, (_, i) => ({ path: `/${i}`, reason: 'must be string', keyword: 'type' }));
+    const error = new SchemaValidationError({ toolName: 'greet', issues: [issues[0]!, ...issues.slice(1)] });
+    expect(error.issues).toHaveLength(100);
+    expect(error.issues[99]).toEqual(issues[99]);
+    expect(error.details).toMatchObject({ path: '/0', issueCount: 120_000 });
+    expect((error.details as { issues: unknown[] }).issues).toHaveLength(100);
+    expect(error.message).toContain('(and 119999 more problem(s); details.issues lists the first 100)');
+    expect(JSON.stringify(toWireError(error)).length).toBeLessThan(10_000);
+    const few = new SchemaValidationError({ toolName: 'greet', issues: [issues[0]!, issues[1]!] });
+    expect(few.details).toMatchObject({ issueCount: 2, issues: [issues[0], issues[1]] });
+    expect(few.message).toContain('(and 1 more problem(s), see details.issues)');
+  });
+
   it('IDEMPOTENCY_CONFLICT is a 409, not retryable, and says what to fix', () => {
     expect(httpStatusFor(ErrorCode.IDEMPOTENCY_CONFLICT)).toBe(409);
     expect(isRetryable(ErrorCode.IDEMPOTENCY_CONFLICT)).toBe(false);

@@ -39,6 +39,15 @@ export interface SchemaIssue {
 /** Where in the pipeline the arguments were checked. */
 export type ValidationStage = 'arguments' | 'after_modify';
 
+/**
+ * Most issues a schema refusal lists. Every failing rule is found (ajv runs
+ * with `allErrors`), but a 240 KB argument of 120,000 wrong items fails
+ * 120,000 rules: a 7 MB answer, written again into every record and log
+ * line that holds the error. The first ones say what to fix; the count says
+ * how many there are.
+ */
+export const MAX_LISTED_ISSUES = 100;
+
 /** Arguments do not conform to the tool's `parameters` schema. */
 export class SchemaValidationError extends FleetError {
   readonly code = ErrorCode.SCHEMA_VALIDATION;
@@ -47,21 +56,28 @@ export class SchemaValidationError extends FleetError {
   readonly path: string;
   /** What was expected at {@link path}. */
   readonly reason: string;
-  /** Every failing rule, first one first. */
+  /** The failing rules, first one first: at most {@link MAX_LISTED_ISSUES} of them (`details.issueCount` counts all). */
   readonly issues: readonly SchemaIssue[];
   constructor(args: { toolName: string; issues: readonly [SchemaIssue, ...SchemaIssue[]]; stage?: ValidationStage }) {
     const [first] = args.issues;
     const stage = args.stage ?? 'arguments';
-    const more = args.issues.length > 1 ? ` (and ${args.issues.length - 1} more problem(s), see details.issues)` : '';
+    const count = args.issues.length;
+    const listed = args.issues.slice(0, MAX_LISTED_ISSUES);
+    const more =
+      count <= 1
+        ? ''
+        : count > MAX_LISTED_ISSUES
+          ? ` (and ${count - 1} more problem(s); details.issues lists the first ${MAX_LISTED_ISSUES})`
+          : ` (and ${count - 1} more problem(s), see details.issues)`;
     const after = stage === 'after_modify' ? ' after the approval step modified them' : '';
     super(
       `arguments for tool '${args.toolName}'${after} failed schema validation at '${displayPath(first.path)}': ${first.reason}${more}; fix the arguments to match the tool's parameters schema and call again`,
-      { toolName: args.toolName, path: first.path, reason: first.reason, stage, issues: args.issues },
+      { toolName: args.toolName, path: first.path, reason: first.reason, stage, issues: listed, issueCount: count },
     );
     this.toolName = args.toolName;
     this.path = first.path;
     this.reason = first.reason;
-    this.issues = Object.freeze([...args.issues]);
+    this.issues = Object.freeze(listed);
   }
 }
 
