@@ -166,8 +166,10 @@ function patternTooSlowIssue(pattern: string): SchemaIssue {
  * Each schema is compiled by an ajv instance of its own: its `$id`s (and those
  * of its subschemas) are scoped to it, so two tools may share an `$id`, a new
  * version of a tool may keep its `$id`, and no schema can `$ref` another tool's.
- * A validator that still overflows its stack at call time answers an issue
- * (never throws), so every caller turns it into a typed, non-retryable error.
+ * A validation that still overflows its stack at call time, follows refs past
+ * its allowance (ref-fuel.ts) or runs a lookaround pattern past its time
+ * (bounded-regexp.ts) answers one issue (never throws), so every caller turns
+ * it into a typed, non-retryable error.
  */
 export function compileSchema(schema: JsonSchema): { ok: true; validate: CompiledSchema } | { ok: false; problem: SchemaDefinitionProblem } {
   const cached = byObject.get(schema);
@@ -207,9 +209,11 @@ export function compileSchema(schema: JsonSchema): { ok: true; validate: Compile
     if (err instanceof RangeError) return { ok: false, problem: unboundedRecursion(schema, 'compiling it') };
     return { ok: false, problem: { path: '', reason: err instanceof Error ? err.message : String(err) } };
   }
+  // One validation, within both bounds: the ref calls it may make and the time its lookaround patterns may take.
+  const bounded = (value: unknown): boolean => withRefFuel(value, () => withPatternBudget(() => fn(value)));
   for (const value of probeValues(schema)) {
     try {
-      withRefFuel(value, () => withPatternBudget(() => fn(value)));
+      bounded(value);
     } catch (err) {
       if (err instanceof RangeError) return { ok: false, problem: unboundedRecursion(schema, 'validating a trial value') };
       if (err instanceof RefCallsExceeded) {
@@ -224,7 +228,7 @@ export function compileSchema(schema: JsonSchema): { ok: true; validate: Compile
   }
   const validate: CompiledSchema = (value) => {
     try {
-      return withRefFuel(value, () => withPatternBudget(() => fn(value))) ? [] : toIssues(fn.errors ?? []);
+      return bounded(value) ? [] : toIssues(fn.errors ?? []);
     } catch (err) {
       if (err instanceof RangeError) return [STACK_ISSUE];
       if (err instanceof RefCallsExceeded) return [refCallsIssue(err.limit)];
