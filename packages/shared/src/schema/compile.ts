@@ -106,14 +106,20 @@ function unboundedRecursion(
   };
 }
 
+/**
+ * The issue of a value the validator stopped checking, and why: where in the
+ * value is not known, the check ended inside the validator.
+ */
+function unchecked(keyword: string, why: string, fix: string): SchemaIssue {
+  return Object.freeze({ path: '', keyword, reason: `could not be checked: ${why}; ${fix}` });
+}
+
 /** The one issue a call gets when validating its value overflowed the stack anyway (see docs/schemas.md). */
-const STACK_ISSUE: SchemaIssue = Object.freeze({
-  path: '',
-  reason:
-    "could not be checked: validating it overflowed the validator's stack (the value nests too deeply for a recursive schema, " +
-    'or the schema recurses without bound); send a less deeply nested value, or ask the schema\'s author to bound its recursion',
-  keyword: '$ref',
-});
+const STACK_ISSUE = unchecked(
+  '$ref',
+  "validating it overflowed the validator's stack (the value nests too deeply for a recursive schema, or the schema recurses without bound)",
+  "send a less deeply nested value, or ask the schema's author to bound its recursion",
+);
 
 /** Where a schema's refs multiply: what a refusal of the schema, or of a value, tells its author to change. */
 const FAN_IN =
@@ -131,32 +137,21 @@ function refFanIn(limit: number): SchemaDefinitionProblem {
 }
 
 /** The one issue a call gets when its value made the validator follow the schema's refs past the allowance (ref-fuel.ts). */
-function refCallsIssue(limit: number): SchemaIssue {
-  return {
-    path: '',
-    keyword: '$ref',
-    reason:
-      `could not be checked: the validator followed the schema's $refs more than ${limit} times on this value ` +
-      `(${REF_CALLS_BASE} plus ${REF_CALLS_PER_NODE} per value it holds): ${FAN_IN}; send a smaller or less deeply nested value, ` +
-      "or ask the schema's author to bound the schema's fan-in (see docs/schemas.md)",
-  };
-}
+const refCallsIssue = (limit: number): SchemaIssue =>
+  unchecked(
+    '$ref',
+    `the validator followed the schema's $refs more than ${limit} times on this value (${REF_CALLS_BASE} plus ${REF_CALLS_PER_NODE} per value it holds): ${FAN_IN}`,
+    "send a smaller or less deeply nested value, or ask the schema's author to bound the schema's fan-in (see docs/schemas.md)",
+  );
 
-/**
- * The one issue a call gets when a pattern only the backtracking engine reads
- * was stopped on its value (bounded-regexp.ts). Where in the value is not
- * known: the check ends inside the validator.
- */
-function patternTooSlowIssue(pattern: string): SchemaIssue {
-  return {
-    path: '',
-    keyword: 'pattern',
-    reason:
-      `could not be checked: the schema's pattern ${JSON.stringify(pattern)} backtracks on this value for more than ${PATTERN_BUDGET_MS} ms ` +
-      '(it uses lookaround or backreferences, so it runs on the backtracking engine); send a value the pattern settles sooner, ' +
-      "or ask the schema's author to write the pattern without lookaround and backreferences (see docs/schemas.md)",
-  };
-}
+/** The one issue a call gets when a pattern only the backtracking engine reads was stopped on its value (bounded-regexp.ts). */
+const patternTooSlowIssue = (pattern: string): SchemaIssue =>
+  unchecked(
+    'pattern',
+    `the schema's pattern ${JSON.stringify(pattern)} backtracks on this value for more than ${PATTERN_BUDGET_MS} ms ` +
+      '(it uses lookaround or backreferences, so it runs on the backtracking engine)',
+    "send a value the pattern settles sooner, or ask the schema's author to write the pattern without lookaround and backreferences (see docs/schemas.md)",
+  );
 
 /**
  * Checks that `schema` is a valid JSON Schema in a supported dialect, compiles
