@@ -63,6 +63,9 @@ interface PatternThread {
 }
 
 let thread: PatternThread | undefined;
+// Inside a validation (withPatternBudget); its deadline is set at its first bounded test, so a validation that
+// makes none (most) does not even read the clock.
+let inBudget = false;
 let deadline: number | undefined;
 
 function startThread(): PatternThread {
@@ -89,11 +92,12 @@ function startThread(): PatternThread {
  * bounded tests it makes. A test outside any budget has one of its own.
  */
 export function withPatternBudget<T>(run: () => T): T {
-  if (deadline !== undefined) return run();
-  deadline = performance.now() + PATTERN_BUDGET_MS;
+  if (inBudget) return run();
+  inBudget = true;
   try {
     return run();
   } finally {
+    inBudget = false;
     deadline = undefined;
   }
 }
@@ -108,14 +112,11 @@ export function withPatternBudget<T>(run: () => T): T {
  * here would, but never for longer than the budget.
  */
 export function boundedTest(pattern: string, flags: string, value: string): boolean {
-  if (thread === undefined) {
-    const starting = performance.now();
-    thread = startThread();
-    // Starting the thread is not the pattern's time.
-    if (deadline !== undefined) deadline += performance.now() - starting;
-  }
-  const t = thread;
-  const limit = deadline === undefined ? PATTERN_BUDGET_MS : deadline - performance.now();
+  // Started before the budget's clock is read: starting the thread is not the pattern's time.
+  const t = (thread ??= startThread());
+  const now = performance.now();
+  if (inBudget) deadline ??= now + PATTERN_BUDGET_MS;
+  const limit = deadline === undefined ? PATTERN_BUDGET_MS : deadline - now;
   if (limit <= 0) throw new PatternTooSlow(pattern);
   t.port.postMessage({ pattern, flags, value });
   Atomics.store(t.state, STEP, ASKED);
