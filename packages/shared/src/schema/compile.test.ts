@@ -158,6 +158,13 @@ describe('compileSchema and patterns an argument could make backtrack for ever',
       ['^\\S+$', 'a\u00a0', false],
       ['^[^\\S]+$', '\u3000', true],
       ['^a\\\\s$', 'a\\s', true],
+      // RE2's `.` stops only at \n, JavaScript's at every line terminator.
+      ['^.$', '\r', false],
+      ['^.+$', 'a\u2028b', false],
+      ['^a.b$', 'a\u2029b', false],
+      ['^[.]$', '.', true],
+      ['^\\.$', '\r', false],
+      ['^.$', '\u0085', true],
     ];
     for (const [pattern, value, matches] of cases) {
       expect(compile({ type: 'string', pattern })(value).length === 0, `${pattern} on ${JSON.stringify(value)}`).toBe(matches);

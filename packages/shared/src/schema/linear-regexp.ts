@@ -5,13 +5,16 @@ import { boundedTest } from './bounded-regexp.js';
 /** What `\s` matches in JavaScript (with the `u` flag), in RE2's syntax: RE2's own `\s` is ASCII only. */
 const JS_SPACE = '\\t\\n\\x{0B}\\f\\r \\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{FEFF}';
 
+/** What `.` matches in JavaScript (without the `s` flag), in RE2's syntax: RE2's own `.` stops only at `\n`. */
+const ANY_BUT_LINE_END = '[^\\n\\r\\x{2028}\\x{2029}]';
+
 /**
  * `pattern` for RE2 with JavaScript's meaning, or undefined where that is
  * not written as easily (`\S` inside a class). Of the escapes, classes and
- * anchors both engines read, compared here on characters of every kind, only
- * `\s` and `\S` matched differently (RE2's are ASCII); the set written for
- * them matches as the built-in engine's on every character of the Basic
- * Multilingual Plane.
+ * anchors both engines read, compared on every character of the Basic
+ * Multilingual Plane (linear-regexp.test.ts), `\s` and `\S` matched
+ * differently (RE2's are ASCII) and so did `.` (RE2's matches `\r`, U+2028
+ * and U+2029); the sets written for them match as the built-in engine's.
  */
 export function forRe2(pattern: string): string | undefined {
   let out = '';
@@ -26,6 +29,10 @@ export function forRe2(pattern: string): string | undefined {
         if (inClass) return undefined;
         out += `[^${JS_SPACE}]`;
       } else out += `\\${next}`;
+      continue;
+    }
+    if (c === '.' && !inClass) {
+      out += ANY_BUT_LINE_END;
       continue;
     }
     if (c === '[' && !inClass) inClass = true;
@@ -46,13 +53,12 @@ function compileRe2(pattern: string): RE2JS | undefined {
 
 /** One pattern on RE2 when RE2 reads it, else on the built-in engine. */
 function linear(pattern: string, flags: string): { test(value: string): boolean; toString(): string } {
+  // Compiled by the built-in engine first, whichever runs it: a pattern is JSON Schema's (ECMA-262) or refused,
+  // never one only RE2 reads (`(?i)`, `\z`, `[[:alpha:]]`).
+  const native = new RegExp(pattern, flags);
   const translated = forRe2(pattern);
   const re2 = translated === undefined ? undefined : compileRe2(translated);
-  if (re2 === undefined) {
-    // Compiled here too, so a pattern neither engine reads fails the schema as before.
-    const native = new RegExp(pattern, flags);
-    return { test: (value) => boundedTest(pattern, flags, value), toString: () => native.toString() };
-  }
+  if (re2 === undefined) return { test: (value) => boundedTest(pattern, flags, value), toString: () => native.toString() };
   // `find`: JSON Schema patterns are unanchored, as RegExp.test is. `toString` is how ajv keys the patterns a
   // schema uses: every engine object must tell its pattern (one that does not shares the first one's).
   return { test: (value) => re2.matcher(value).find(), toString: () => `re2:/${pattern}/${flags}` };
