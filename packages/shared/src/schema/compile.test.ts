@@ -221,8 +221,8 @@ describe('compileSchema and uniqueItems on arrays an argument makes long', () =>
 });
 
 describe('compileSchema and patterns only the built-in engine reads', () => {
-  // Lookaround keeps a pattern off RE2; with nested quantifiers behind it, 60 characters take years.
-  const lookaround = '^(?=a)(a+)+$';
+  // A lookahead after the start keeps a pattern off RE2; with nested quantifiers before it, 60 characters take years.
+  const lookaround = '^(a+)+(?!b)$';
   const evil = `${'a'.repeat(60)}!`;
 
   it('stops checking a value the pattern backtracks on, answers an issue naming the pattern, and serves on', () => {
