@@ -54,13 +54,14 @@ function valuesIn(data: unknown): number {
 class RefFuel {
   left = Infinity;
   #data: unknown;
-  #counted = false;
+  /** The validation's whole allowance, once its data has been counted. */
+  #limit: number | undefined;
 
   run<T>(data: unknown, validate: () => T): T {
     if (this.left !== Infinity) return validate();
     this.left = REF_CALLS_BASE;
     this.#data = data;
-    this.#counted = false;
+    this.#limit = undefined;
     try {
       return validate();
     } finally {
@@ -71,11 +72,10 @@ class RefFuel {
 
   /** Called by the generated code when the calls so far are spent. */
   refill(): void {
-    const limit = REF_CALLS_BASE + REF_CALLS_PER_NODE * valuesIn(this.#data);
-    if (this.#counted) throw new RefCallsExceeded(limit);
-    this.#counted = true;
-    this.left += limit - REF_CALLS_BASE;
-    if (this.left < 0) throw new RefCallsExceeded(limit);
+    if (this.#limit !== undefined) throw new RefCallsExceeded(this.#limit);
+    this.#limit = REF_CALLS_BASE + REF_CALLS_PER_NODE * valuesIn(this.#data);
+    this.left += this.#limit - REF_CALLS_BASE;
+    if (this.left < 0) throw new RefCallsExceeded(this.#limit);
   }
 }
 
