@@ -1,11 +1,13 @@
 import type { ErrorObject, FuncKeywordDefinition } from 'ajv';
+import { stableStringify } from '../wire/stable-json.js';
 
 /**
  * The key two items share exactly when JSON Schema calls them equal: objects
  * with the same members in any order, arrays with equal items in order,
  * numbers by value (`0` and `-0` alike), and nothing equal across types
- * (`1` is not `"1"`). Keys are sorted, so an object's member order never
- * counts; a type letter in front of each scalar keeps types apart.
+ * (`1` is not `"1"`). Objects and arrays are written by stableStringify,
+ * which sorts keys at every depth, so an object's member order never counts;
+ * a type letter in front of each key keeps types apart.
  */
 function itemKey(value: unknown): string {
   switch (typeof value) {
@@ -16,17 +18,9 @@ function itemKey(value: unknown): string {
     case 'boolean':
       return value ? 't' : 'f';
     default:
-      // `null`, arrays and objects: JSON with sorted keys. A string inside is JSON-quoted, so no content of one
-      // can close the structure around it.
-      return `j${canonicalJson(value)}`;
+      // `null`, arrays and objects. A string inside is JSON-quoted, so no content of one can close the structure around it.
+      return `j${stableStringify(value)}`;
   }
-}
-
-function canonicalJson(value: unknown): string {
-  if (value === null || typeof value !== 'object') return JSON.stringify(value === 0 ? 0 : value) ?? 'undefined';
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  const keys = Object.keys(value).sort();
-  return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`).join(',')}}`;
 }
 
 /**
