@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { CancelledError, ExecutionFailedError, ExecutionTimeoutError, isFleetError, type McpServerLostError, ResourceLimitError } from '@forge-fleet/shared';
+import { CancelledError, eachJsonValue, ExecutionFailedError, ExecutionTimeoutError, isFleetError, type McpServerLostError, ResourceLimitError } from '@forge-fleet/shared';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import {
   type CallToolResult,
@@ -289,21 +289,15 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
  */
 function jsonChars(value: unknown, limit: number): number {
   let chars = 0;
-  const stack: unknown[] = [value];
-  while (stack.length > 0 && chars <= limit) {
-    const node = stack.pop();
+  eachJsonValue(value, (node) => {
     if (typeof node === 'string') chars += node.length + 2;
-    else if (Array.isArray(node)) {
-      chars += node.length + 1;
-      for (const item of node) stack.push(item);
-    } else if (typeof node === 'object' && node !== null) {
+    else if (Array.isArray(node)) chars += node.length + 1;
+    else if (typeof node === 'object' && node !== null) {
       chars += 2;
-      for (const [key, item] of Object.entries(node)) {
-        chars += key.length + 4;
-        stack.push(item);
-      }
+      for (const key of Object.keys(node)) chars += key.length + 4;
     } else chars += String(node).length;
-  }
+    return chars <= limit;
+  });
   return chars;
 }
 

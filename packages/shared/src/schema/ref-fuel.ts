@@ -19,6 +19,8 @@
  * so the answer is too.
  */
 
+import { eachJsonValue } from '../wire/json-walk.js';
+
 /** Calls to a schema's compiled ref targets any validation may make. */
 export const REF_CALLS_BASE = 1024;
 /** Further calls allowed per value in the data. */
@@ -32,15 +34,13 @@ export class RefCallsExceeded extends Error {
   }
 }
 
-/** How many values `data` holds, itself included (a walk with its own stack: data may nest deeper than the call stack). */
+/** How many values `data` holds, itself included. */
 function valuesIn(data: unknown): number {
   let count = 0;
-  const stack: unknown[] = [data];
-  while (stack.length > 0) {
-    const value = stack.pop();
+  eachJsonValue(data, () => {
     count += 1;
-    if (typeof value === 'object' && value !== null) for (const inner of Array.isArray(value) ? value : Object.values(value)) stack.push(inner);
-  }
+    return true;
+  });
   return count;
 }
 
