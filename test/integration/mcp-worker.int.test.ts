@@ -196,9 +196,21 @@ describe('forge-worker --mcp', () => {
 
   it("refuses, at once and on every entrance, an argument that would make a server's declared pattern backtrack for ever", async () => {
     const { url, client } = await hostileFleet();
-    // The tools listed with a schema nested 10,000 levels and with refs that multiply on any value are left out; the
-    // server's others are served.
-    expect((await listed(url)).map((tool) => tool.name).filter((name) => name.startsWith('hostile.')).sort()).toEqual(['hostile.backtrack', 'hostile.deep', 'hostile.deep_block', 'hostile.flat', 'hostile.lookaround', 'hostile.multiply', 'hostile.unique']);
+    // The tools listed with a schema nested 10,000 levels, with refs that multiply on any value, and with schemas too
+    // large (2,500 properties) or too deep (100 levels) to compile in bounded time are left out; the server's others
+    // are served, the one whose 400 refs reach one definition among them.
+    expect((await listed(url)).map((tool) => tool.name).filter((name) => name.startsWith('hostile.')).sort()).toEqual([
+      'hostile.backtrack',
+      'hostile.deep',
+      'hostile.deep_block',
+      'hostile.flat',
+      'hostile.lookaround',
+      'hostile.multiply',
+      'hostile.shared_refs',
+      'hostile.unique',
+    ]);
+    await expect(client.call('hostile.shared_refs', { p399: { q39: 7 } }, { timeoutMs: 20_000 })).rejects.toMatchObject({ code: 'SCHEMA_VALIDATION', message: expect.stringContaining('/p399/q39') as string });
+    expect(await client.call('hostile.shared_refs', { p399: { q39: 'seven' } }, { timeoutMs: 20_000 })).toMatchObject({ isError: false });
     // '^(a+)+$' on 60 a's and a '!': years for a backtracking engine, on the dispatcher's one event loop.
     const evil = { s: `${'a'.repeat(60)}!` };
     const refused = fetch(`${url}/v1/calls?wait=20000`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'hostile.backtrack', arguments: evil }) });

@@ -71,6 +71,7 @@ export { ToolRegistry, type RegisteredTool } from './tools/registry.js';
 // schema
 export { JsonSchema, DRAFT_2020_12, DRAFT_07, emptyObjectSchema, isJsonObject } from './schema/json-schema.js';
 export { compileSchema, SUPPORTED_DIALECTS, type CompiledSchema, type SchemaDefinitionProblem } from './schema/compile.js';
+export { MAX_SCHEMA_DEPTH, MAX_SUBSCHEMAS, measureSchema, type SchemaMeasure, type SchemaSizeExcess } from './schema/schema-size.js';
 
 // approval
 export { ApprovalDecision, Approval, Authorization, authorizationAllows, type ApprovalContext, type ApprovalHandler } from './approval/decision.js';
@@ -115,3 +116,4 @@ export { Role, TokenClaims, type MintOptions, mintToken, generateTokenKeys, Toke
 // process
 export { runMain, lazyChild, type RunningProcess, type LifecycleLogger, type ChildCapableLogger } from './process/run-main.js';
 export { FreshRun } from './process/fresh-run.js';
+export { LoopSlice } from './process/loop-slice.js';

@@ -1,4 +1,4 @@
-import { FreshRun, isFleetError, laneOf, NoWorkerError, parseToolDefinition, RegistryError, TIERS, type FleetError, type ToolDefinition, ToolNotFoundError } from '@forge-fleet/shared';
+import { FreshRun, isFleetError, laneOf, LoopSlice, NoWorkerError, parseToolDefinition, RegistryError, TIERS, type FleetError, type ToolDefinition, ToolNotFoundError } from '@forge-fleet/shared';
 import { type Catalog, type CatalogSnapshot, laneQueueName, type PackEntry, type RedisConnection } from '@forge-fleet/store';
 import type { Logger } from 'pino';
 
@@ -80,6 +80,7 @@ export class CatalogView {
     const snapshot = await this.catalog.snapshot();
     const next = new Map<string, Entry>();
     const refused = new Map<string, Refused>();
+    const slice = new LoopSlice();
     for (const [name, { lane, json, liveWorkers, packs }] of snapshot.entries) {
       const previous = this.#entries.get(name);
       if (previous?.json === json && previous.lane === lane) {
@@ -92,6 +93,8 @@ export class CatalogView {
         refused.set(name, refusedBefore);
         continue;
       }
+      // Compiling a list of new schemas takes time (schema-size.ts): calls are answered between them, from the catalog read before.
+      await slice.pause();
       try {
         // Parsing compiles the schemas once per distinct definition, not per refresh.
         const definition = parseToolDefinition(JSON.parse(json), { strict: false });

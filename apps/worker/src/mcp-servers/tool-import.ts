@@ -1,4 +1,4 @@
-import { isFleetError, parseToolDefinition, type Tier, type Tool } from '@forge-fleet/shared';
+import { isFleetError, LoopSlice, measureSchema, parseToolDefinition, type Tier, type Tool } from '@forge-fleet/shared';
 import type { Tool as McpTool } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
 import { McpToolExecutor } from './mcp-tool-executor.js';
@@ -19,6 +19,14 @@ export interface ImportedTools {
 }
 
 /**
+ * Most subschemas (see measureSchema) the tools of one server's list may hold
+ * together. Each process that reads a definition compiles its schemas once, at
+ * about a third of a millisecond per subschema: this keeps a list's compiling
+ * to seconds, where 10,000 tools of 2,000 subschemas each would be hours.
+ */
+export const MAX_LISTING_SUBSCHEMAS = 50_000;
+
+/**
  * The fleet tools of one server's `tools/list`, for a worker of `tier`/`pool`:
  * the tools the file places in that lane (a tool's own tier/pool, else its
  * server's), each named `prefix.tool`, with the server's input and output
@@ -29,13 +37,18 @@ export interface ImportedTools {
  * The list is the server's and untrusted: a tool whose name or schemas the
  * fleet cannot serve (a name no MCP client could call, a schema that does not
  * compile or describes no object) is left out with the reason, and the rest
- * are served; a name listed twice is served once.
+ * are served; a name listed twice is served once. Its schemas are compiled
+ * with pauses that let the worker's calls run between tools (LoopSlice), and
+ * the tools past {@link MAX_LISTING_SUBSCHEMAS}, in the list's order, are left out.
  */
-export function importTools(server: McpServerConfig, listed: readonly McpTool[], lane: { readonly tier: Tier; readonly pool: string | undefined }, pool: McpServerPool, log: Pick<Logger, 'warn'>): ImportedTools {
+export async function importTools(server: McpServerConfig, listed: readonly McpTool[], lane: { readonly tier: Tier; readonly pool: string | undefined }, pool: McpServerPool, log: Pick<Logger, 'warn'>): Promise<ImportedTools> {
   const tools: Tool[] = [];
   const skipped: SkippedTool[] = [];
   const seen = new Set<string>();
+  const slice = new LoopSlice();
+  let subschemas = 0;
   for (const mcp of listed) {
+    await slice.pause();
     const own = typeof mcp?.name === 'string' ? mcp.name : String(mcp?.name);
     const place = placeOfTool(server, own);
     if (place.tier !== lane.tier || (lane.tier === 'host' && place.pool !== lane.pool)) continue;
@@ -49,6 +62,16 @@ export function importTools(server: McpServerConfig, listed: readonly McpTool[],
       skipped.push({ tool: own, reason: named.reason });
       continue;
     }
+    // Counted before anything compiles. A schema past the bounds for one tool is refused below by the compiler itself,
+    // naming where, and takes nothing from the list's share.
+    const input = measureSchema(mcp.inputSchema);
+    const output = measureSchema(mcp.outputSchema);
+    const size = input.excess === undefined && output.excess === undefined ? input.subschemas + output.subschemas : 0;
+    if (subschemas + size > MAX_LISTING_SUBSCHEMAS) {
+      skipped.push({ tool: own, reason: `the server's tools before it hold ${subschemas} subschemas and this one ${size}: a server's list may hold at most ${MAX_LISTING_SUBSCHEMAS} in all, which the fleet compiles in bounded time; the tools past that are left out` });
+      continue;
+    }
+    subschemas += size;
     const overrides = Object.hasOwn(server.tools, own) ? server.tools[own] : undefined;
     const settings = trustedSettings(mcp.annotations, overrides);
     const title = typeof mcp.title === 'string' ? mcp.title : typeof mcp.annotations?.title === 'string' ? mcp.annotations.title : undefined;

@@ -1,4 +1,5 @@
 import { EventEmitter } from 'node:events';
+import { setTimeout as delay } from 'node:timers/promises';
 import type { Tier, Tool } from '@forge-fleet/shared';
 import type { Logger } from 'pino';
 import type { LaunchTools } from './launch-command.js';
@@ -35,6 +36,15 @@ export interface ServerStatus {
  * to see come back; once a minute costs a crash-looping server little.
  */
 export const REVIVE_AFTER_MS = 60_000;
+
+/**
+ * A server's next listing waits this many times as long as its last import
+ * took (at most {@link IMPORT_REST_MAX_MS}): a list that changes without rest
+ * and takes long to compile then costs the worker at most a fifth of its time,
+ * while a small list (a few milliseconds) is followed as closely as before.
+ */
+export const IMPORT_REST_FACTOR = 4;
+export const IMPORT_REST_MAX_MS = 60_000;
 
 interface Served {
   readonly config: McpServerConfig;
@@ -204,12 +214,17 @@ export class WorkerServers extends EventEmitter<WorkerServersEvents> {
       return served.importing;
     }
     served.importing = (async () => {
+      let rest = 0;
       do {
+        // Unreferenced: a worker shutting down does not wait out the rest (it ends the loop below).
+        if (rest >= 1) await delay(rest, undefined, { ref: false });
         served.again = false;
         if (this.#closed || served.state === 'stopped') return;
         try {
           const listed = await served.pool.listTools();
-          const imported = importTools(served.config, listed, { tier: this.#o.tier, pool: this.#o.pool }, served.pool, this.#o.log);
+          const began = performance.now();
+          const imported = await importTools(served.config, listed, { tier: this.#o.tier, pool: this.#o.pool }, served.pool, this.#o.log);
+          rest = Math.min(IMPORT_REST_MAX_MS, IMPORT_REST_FACTOR * (performance.now() - began));
           for (const skip of imported.skipped) this.#o.log.warn({ server: served.config.name, tool: skip.tool, reason: skip.reason }, 'MCP tool not served');
           served.skipped = imported.skipped;
           served.state = 'up';

@@ -8,6 +8,7 @@ import { DRAFT_07, DRAFT_2020_12, type JsonSchema } from './json-schema.js';
 import { linearRegExp } from './linear-regexp.js';
 import { firstDynamicRef, probeValues } from './probes.js';
 import { fuelInstance, meterRefCalls, RefCallsExceeded, REF_CALLS_BASE, REF_CALLS_PER_NODE, withRefFuel } from './ref-fuel.js';
+import { schemaSizeExcess } from './schema-size.js';
 import { uniqueItemsKeyword } from './unique-items.js';
 
 // ajv-formats is CommonJS with a `default` property; under NodeNext the default
@@ -28,9 +29,22 @@ const addFormats = ((addFormatsModule as unknown as { default?: unknown }).defau
  *   a pattern backtrack for ever;
  * - `uniqueItems` is the fleet's own, linear in the array (unique-items.ts), for the same reason;
  * - `logger: false`: ajv's warnings (unknown formats, keywords beside a draft-07 `$ref`) would go to the
- *   console, outside the structured log; what they warn about is in docs/schemas.md.
+ *   console, outside the structured log; what they warn about is in docs/schemas.md;
+ * - `inlineRefs: 8`: a `$ref` to a target of more than 8 keywords calls the target's function instead of holding
+ *   a copy of its code, so what ajv generates grows with the schema's size, not with size times the refs to it
+ *   (ajv's default copied any target without refs: one definition into each of 400 refs made 16,000 subschemas of
+ *   code, seconds of compiling, from a schema of 442; schema-size.ts bounds the size itself). Small targets (a
+ *   `{ type, minLength }`) are still copied, as cheap as a call and unmetered; each call is metered (ref-fuel.ts).
  */
-const OPTIONS = { allErrors: true, strict: false, validateFormats: true, ownProperties: true, logger: false, code: { regExp: linearRegExp } } as const satisfies Options;
+export const VALIDATOR_OPTIONS = {
+  allErrors: true,
+  strict: false,
+  validateFormats: true,
+  ownProperties: true,
+  logger: false,
+  inlineRefs: 8,
+  code: { regExp: linearRegExp },
+} as const satisfies Options;
 
 /** The dialects accepted in `$schema` (with or without the trailing `#`). */
 export const SUPPORTED_DIALECTS: readonly string[] = Object.freeze([DRAFT_2020_12, DRAFT_07]);
@@ -48,7 +62,7 @@ function dialectOf(schema: JsonSchema): string | undefined {
 }
 
 function newAjv(draft07: boolean, options: Options = {}): Ajv | Ajv2020 {
-  const ajv = draft07 ? new Ajv({ ...OPTIONS, ...options }) : new Ajv2020({ ...OPTIONS, ...options });
+  const ajv = draft07 ? new Ajv({ ...VALIDATOR_OPTIONS, ...options }) : new Ajv2020({ ...VALIDATOR_OPTIONS, ...options });
   fuelInstance(ajv);
   addFormats(ajv);
   ajv.removeKeyword('uniqueItems');
@@ -177,6 +191,9 @@ export function compileSchema(schema: JsonSchema): { ok: true; validate: Compile
     return { ok: true, validate: known };
   }
 
+  // Before ajv sees it: compiling costs time with the schema's size and depth, and an MCP server's schema is anyone's.
+  const excess = schemaSizeExcess(schema);
+  if (excess !== undefined) return { ok: false, problem: excess };
   if (schema.$schema !== undefined) {
     const dialect = dialectOf(schema);
     if (dialect === undefined || !SUPPORTED_DIALECTS.includes(dialect)) {
@@ -199,7 +216,7 @@ export function compileSchema(schema: JsonSchema): { ok: true; validate: Compile
   try {
     // Checked against the meta-schema just above: the instance need not compile the meta-schema again.
     // Metered: every ref target compiled as a function spends one call on entry (ref-fuel.ts).
-    fn = newAjv(draft07, { validateSchema: false, code: { ...OPTIONS.code, process: meterRefCalls } }).compile(schema);
+    fn = newAjv(draft07, { validateSchema: false, code: { ...VALIDATOR_OPTIONS.code, process: meterRefCalls } }).compile(schema);
   } catch (err) {
     if (err instanceof RangeError) return { ok: false, problem: unboundedRecursion(schema, 'compiling it') };
     return { ok: false, problem: { path: '', reason: err instanceof Error ? err.message : String(err) } };

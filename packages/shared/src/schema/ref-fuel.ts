@@ -8,9 +8,9 @@
  * An MCP server's list is untrusted, and the dispatcher validates on its one
  * event loop, so no schema and argument may cost that.
  *
- * ajv compiles every ref target that has refs of its own as a function of its
- * own, and inlines the rest (which have no refs, so cost at most their size
- * per value). Each such function's entry is metered here: a validation may
+ * ajv compiles every ref target that has refs of its own, or more than 8
+ * keywords (compile.ts), as a function of its own, and inlines the rest
+ * (which have no refs, so cost at most their size per value). Each such function's entry is metered here: a validation may
  * make {@link REF_CALLS_BASE} calls, plus {@link REF_CALLS_PER_NODE} for each
  * value in the data (each item, member and scalar). A recursive schema for a
  * tree or a JSON value makes one or two per value, and a schema without

@@ -1,0 +1,64 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { MAX_SCHEMA_DEPTH, MAX_SUBSCHEMAS } from '@forge-fleet/shared';
+import type { Tool as McpTool } from '@modelcontextprotocol/sdk/types.js';
+import { pino } from 'pino';
+import { describe, expect, it } from 'vitest';
+import type { McpServerPool } from './server-pool.js';
+import { loadServersFile } from './servers-file.js';
+import { importTools, MAX_LISTING_SUBSCHEMAS } from './tool-import.js';
+
+function server() {
+  const dir = mkdtempSync(join(tmpdir(), 'tool-import-'));
+  writeFileSync(join(dir, 'servers.yaml'), ['version: 1', 'servers:', '  big:', '    command: node'].join('\n'));
+  const [config] = loadServersFile(join(dir, 'servers.yaml'), {}).servers;
+  if (config === undefined) throw new Error('no server in the file');
+  return config;
+}
+
+/** An object schema of `n` string properties: `n + 1` subschemas with the root. */
+function wide(n: number): McpTool['inputSchema'] {
+  return { type: 'object', properties: Object.fromEntries(Array.from({ length: n }, (_, i) => [`p${i}`, { type: 'string' }])) };
+}
+
+function nested(levels: number): McpTool['inputSchema'] {
+  let schema: Record<string, unknown> = { type: 'string' };
+  for (let i = 1; i < levels; i++) schema = { type: 'object', properties: { x: schema } };
+  return schema as McpTool['inputSchema'];
+}
+
+// The executors are made, never called: no pool is needed.
+const noPool = {} as McpServerPool;
+const lane = { tier: 'host', pool: undefined } as const;
+const log = pino({ level: 'silent' });
+
+describe('importTools bounds what a server makes the fleet compile', () => {
+  it('leaves out a tool whose schema is too large or too deep, naming the bound and where, and serves the rest', async () => {
+    const listed: McpTool[] = [
+      { name: 'wide', inputSchema: wide(MAX_SUBSCHEMAS + 500) },
+      { name: 'deep', inputSchema: nested(MAX_SCHEMA_DEPTH + 50) },
+      { name: 'deep_output', inputSchema: wide(1), outputSchema: nested(MAX_SCHEMA_DEPTH + 1) },
+      { name: 'fine', inputSchema: wide(10) },
+    ];
+    const imported = await importTools(server(), listed, lane, noPool, log);
+    expect(imported.tools.map((t) => t.definition.name)).toEqual(['big.fine']);
+    expect(imported.skipped).toEqual([
+      { tool: 'wide', reason: expect.stringMatching(new RegExp(`invalid at '/parameters': .*more than ${MAX_SUBSCHEMAS} subschemas`)) as string },
+      { tool: 'deep', reason: expect.stringMatching(new RegExp(`invalid at '/parameters(/properties/x){${MAX_SCHEMA_DEPTH}}': .*more than ${MAX_SCHEMA_DEPTH} levels`)) as string },
+      { tool: 'deep_output', reason: expect.stringContaining(`more than ${MAX_SCHEMA_DEPTH} levels`) as string },
+    ]);
+  });
+
+  it(`serves a list's tools up to ${MAX_LISTING_SUBSCHEMAS} subschemas in all, in the list's order, and leaves out those past it`, async () => {
+    // Each tool just within the bound for one schema; one schema, so compiled once, but counted for every tool.
+    const each = MAX_SUBSCHEMAS - 1;
+    const fit = Math.floor(MAX_LISTING_SUBSCHEMAS / (each + 1));
+    const schema = wide(each - 1);
+    const listed: McpTool[] = Array.from({ length: fit + 2 }, (_, i) => ({ name: `t${i}`, inputSchema: schema }));
+    const imported = await importTools(server(), listed, lane, noPool, log);
+    expect(imported.tools).toHaveLength(fit);
+    expect(imported.skipped.map((s) => s.tool)).toEqual([`t${fit}`, `t${fit + 1}`]);
+    expect(imported.skipped[0]?.reason).toContain(`at most ${MAX_LISTING_SUBSCHEMAS} in all`);
+  });
+});
