@@ -207,6 +207,7 @@ describe('forge-worker --mcp', () => {
       'hostile.lookaround',
       'hostile.multiply',
       'hostile.shared_refs',
+      'hostile.union',
       'hostile.unique',
     ]);
     await expect(client.call('hostile.shared_refs', { p399: { q39: 7 } }, { timeoutMs: 20_000 })).rejects.toMatchObject({ code: 'SCHEMA_VALIDATION', message: expect.stringContaining('/p399/q39') as string });
@@ -254,6 +255,12 @@ describe('forge-worker --mcp', () => {
     const dup = await post('hostile.unique', { xs: twice });
     expect(dup.status).toBe(422);
     expect(await dup.json()).toMatchObject({ error: { code: 'SCHEMA_VALIDATION', path: '/xs', message: expect.stringContaining('items ## 17 and 20000 are identical') as string } });
+    // 40,000 items (120 KB) that each fail 1,990 branches: 80 million error objects, which filled the dispatcher's heap
+    // until it died. The allowance of problems ends it, and the dispatcher answers the next call.
+    const union = await post('hostile.union', { xs: Array.from({ length: 40_000 }, () => ({})) });
+    expect(union.status).toBe(422);
+    expect(await union.json()).toMatchObject({ error: { code: 'SCHEMA_VALIDATION', message: expect.stringContaining('made more than 100000 problems') as string } });
+    expect(await client.call('hostile.union', { xs: [{ k1989: 1 }, { k0: 1 }] }, { timeoutMs: 20_000 })).toMatchObject({ isError: false });
     // Each of 30 levels evaluated twice by the schema: 2^30 evaluations. The validator's allowance of ref calls ends it.
     let t: unknown[] = [];
     for (let i = 0; i < 30; i++) t = [t];
@@ -264,7 +271,7 @@ describe('forge-worker --mcp', () => {
     const mcp = new Client({ name: 'bounded-test', version: '1' });
     await mcp.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp`)));
     try {
-      for (const [name, args] of [['hostile.lookaround', evil], ['hostile.unique', { xs: twice }], ['hostile.multiply', { t }]] as const) {
+      for (const [name, args] of [['hostile.lookaround', evil], ['hostile.unique', { xs: twice }], ['hostile.multiply', { t }], ['hostile.union', { xs: Array.from({ length: 40_000 }, () => ({})) }]] as const) {
         const answered = await mcp.callTool({ name, arguments: args });
         expect(answered._meta?.['forge-fleet/error']).toMatchObject({ code: 'SCHEMA_VALIDATION' });
       }

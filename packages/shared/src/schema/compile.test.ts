@@ -270,6 +270,32 @@ describe('compileSchema and refs that reach one subschema by many paths', () => 
     expect(validate({ t: [[], ['x']] }).map((i) => [i.path, i.keyword])).toContainEqual(['/t/1/0', 'type']);
   });
 
+  /** An array whose every item must match one of `n` object branches, each requiring a key of its own. */
+  const union = (n: number) => ({ type: 'object', properties: { xs: { type: 'array', items: { anyOf: Array.from({ length: n }, (_, i) => ({ type: 'object', required: [`k${i}`] })) } } } });
+
+  it("stops a validation whose failed branches pile up past the value's allowance of problems, with one issue, before they fill the heap", () => {
+    // Every item fails every branch, and with all errors kept each failure is an object: 1,000 × 2,000 = 2,000,000 of
+    // them from a 6 KB argument (at 1,990 branches and 40,000 items, 80 million: the dispatcher ran out of heap and died).
+    const validate = compile(union(1000));
+    const issues = validate({ xs: Array.from({ length: 2000 }, () => ({})) });
+    // 10,000 problems, plus 32 for each of the value's 2,002 values.
+    expect(issues).toEqual([expect.objectContaining({ path: '', keyword: 'anyOf', reason: expect.stringContaining('made more than 74064 problems') as string })]);
+    // The count, hence the answer, is the same every time.
+    expect(validate({ xs: Array.from({ length: 2000 }, () => ({})) })).toEqual(issues);
+    // However large the value, never more than 100,000 problems (each is an object held until the validation ends).
+    expect(validate({ xs: Array.from({ length: 20_000 }, () => ({})) })).toEqual([expect.objectContaining({ reason: expect.stringContaining('made more than 100000 problems') as string })]);
+  });
+
+  it('checks unions the usual way: the branches tried before the one that matches cost nothing, and real problems are all listed', () => {
+    const validate = compile(union(10));
+    // 10,000 items that each match only the last branch: 90,000 failed branches on the way, and the value is valid.
+    expect(validate({ xs: Array.from({ length: 10_000 }, () => ({ k9: 1 })) })).toEqual([]);
+    // 300 items matching none: every branch's problem is listed, as before.
+    const issues = validate({ xs: Array.from({ length: 300 }, () => ({})) });
+    expect(issues).toHaveLength(300 * 11);
+    expect(issues[0]).toMatchObject({ path: '/xs/0/k0', keyword: 'required' });
+  });
+
   it('lets a schema that recurses once per value check a large value', () => {
     const json = { $defs: { v: { anyOf: [{ type: ['string', 'number', 'boolean', 'null'] }, { type: 'array', items: { $ref: '#/$defs/v' } }, { type: 'object', additionalProperties: { $ref: '#/$defs/v' } }] } }, $ref: '#/$defs/v' };
     const validate = compile(json);

@@ -7,7 +7,7 @@ import { PATTERN_BUDGET_MS, PatternTooSlow, withPatternBudget } from './bounded-
 import { DRAFT_07, DRAFT_2020_12, type JsonSchema } from './json-schema.js';
 import { linearRegExp } from './linear-regexp.js';
 import { firstDynamicRef, probeValues } from './probes.js';
-import { fuelInstance, meterRefCalls, RefCallsExceeded, REF_CALLS_BASE, REF_CALLS_PER_NODE, withRefFuel } from './ref-fuel.js';
+import { fuelInstance, meterValidation, ProblemsExceeded, PROBLEMS_BASE, PROBLEMS_PER_NODE, RefCallsExceeded, REF_CALLS_BASE, REF_CALLS_PER_NODE, withValidationFuel } from './validation-fuel.js';
 import { schemaSizeExcess } from './schema-size.js';
 import { uniqueItemsKeyword } from './unique-items.js';
 
@@ -34,7 +34,7 @@ const addFormats = ((addFormatsModule as unknown as { default?: unknown }).defau
  *   a copy of its code, so what ajv generates grows with the schema's size, not with size times the refs to it
  *   (ajv's default copied any target without refs: one definition into each of 400 refs made 16,000 subschemas of
  *   code, seconds of compiling, from a schema of 442; schema-size.ts bounds the size itself). Small targets (a
- *   `{ type, minLength }`) are still copied, as cheap as a call and unmetered; each call is metered (ref-fuel.ts).
+ *   `{ type, minLength }`) are still copied, as cheap as a call and unmetered; each call is metered (validation-fuel.ts).
  */
 export const VALIDATOR_OPTIONS = {
   allErrors: true,
@@ -102,7 +102,7 @@ export interface SchemaDefinitionProblem {
 
 /**
  * What a refusal says when the validator overflows its stack, or follows refs
- * past the allowance (ref-fuel.ts) on a trial value while the schema has a
+ * past the allowance (validation-fuel.ts) on a trial value while the schema has a
  * `$dynamicRef`, naming where the author should look.
  */
 function unboundedRecursion(
@@ -150,12 +150,20 @@ function refFanIn(limit: number): SchemaDefinitionProblem {
   };
 }
 
-/** The one issue a call gets when its value made the validator follow the schema's refs past the allowance (ref-fuel.ts). */
+/** The one issue a call gets when its value made the validator follow the schema's refs past the allowance (validation-fuel.ts). */
 const refCallsIssue = (limit: number): SchemaIssue =>
   unchecked(
     '$ref',
     `the validator followed the schema's $refs more than ${limit} times on this value (${REF_CALLS_BASE} plus ${REF_CALLS_PER_NODE} per value it holds): ${FAN_IN}`,
     "send a smaller or less deeply nested value, or ask the schema's author to bound the schema's fan-in (see docs/schemas.md)",
+  );
+
+/** The one issue a call gets when its value made the validator make more problems than its allowance (validation-fuel.ts). */
+const problemsIssue = (limit: number): SchemaIssue =>
+  unchecked(
+    'anyOf',
+    `checking it made more than ${limit} problems (${PROBLEMS_BASE} plus ${PROBLEMS_PER_NODE} per value it holds, counting each union branch it failed on the way)`,
+    "send a smaller value, or ask the schema's author to narrow its unions (anyOf, oneOf) (see docs/schemas.md)",
   );
 
 /** The one issue a call gets when a pattern only the backtracking engine reads was stopped on its value (bounded-regexp.ts). */
@@ -176,7 +184,7 @@ const patternTooSlowIssue = (pattern: string): SchemaIssue =>
  * of its subschemas) are scoped to it, so two tools may share an `$id`, a new
  * version of a tool may keep its `$id`, and no schema can `$ref` another tool's.
  * A validation that still overflows its stack at call time, follows refs past
- * its allowance (ref-fuel.ts) or runs a lookaround pattern past its time
+ * its allowance (validation-fuel.ts) or runs a lookaround pattern past its time
  * (bounded-regexp.ts) answers one issue (never throws), so every caller turns
  * it into a typed, non-retryable error.
  */
@@ -214,15 +222,15 @@ export function compileSchema(schema: JsonSchema): { ok: true; validate: Compile
   }
   let fn: ValidateFunction;
   try {
-    // Checked against the meta-schema just above: the instance need not compile the meta-schema again.
-    // Metered: every ref target compiled as a function spends one call on entry (ref-fuel.ts).
-    fn = newAjv(draft07, { validateSchema: false, code: { ...VALIDATOR_OPTIONS.code, process: meterRefCalls } }).compile(schema);
+    // Checked against the meta-schema just above: the instance need not compile the meta-schema again. Metered: every
+    // ref target compiled as a function spends one call on entry, and every problem one of the allowance (validation-fuel.ts).
+    fn = newAjv(draft07, { validateSchema: false, code: { ...VALIDATOR_OPTIONS.code, process: meterValidation } }).compile(schema);
   } catch (err) {
     if (err instanceof RangeError) return { ok: false, problem: unboundedRecursion(schema, 'compiling it') };
     return { ok: false, problem: { path: '', reason: err instanceof Error ? err.message : String(err) } };
   }
-  // One validation, within both bounds: the ref calls it may make and the time its lookaround patterns may take.
-  const bounded = (value: unknown): boolean => withRefFuel(value, () => withPatternBudget(() => fn(value)));
+  // One validation, within every bound: the ref calls and problems it may make, the time its lookaround patterns may take.
+  const bounded = (value: unknown): boolean => withValidationFuel(value, () => withPatternBudget(() => fn(value)));
   for (const value of probeValues(schema)) {
     try {
       bounded(value);
@@ -233,8 +241,8 @@ export function compileSchema(schema: JsonSchema): { ok: true; validate: Compile
         const problem = firstDynamicRef(schema) === undefined ? refFanIn(err.limit) : unboundedRecursion(schema, 'validating a trial value', 'follows its $refs without end');
         return { ok: false, problem };
       }
-      // Only a value can make a pattern slow, and a trial value is not one a caller sends.
-      if (err instanceof PatternTooSlow) continue;
+      // Only a value can make a pattern slow, or fail branches by the thousand, and a trial value is not one a caller sends.
+      if (err instanceof PatternTooSlow || err instanceof ProblemsExceeded) continue;
       return { ok: false, problem: { path: '', reason: `the compiled validator fails on a trial value: ${err instanceof Error ? err.message : String(err)}` } };
     }
   }
@@ -244,6 +252,7 @@ export function compileSchema(schema: JsonSchema): { ok: true; validate: Compile
     } catch (err) {
       if (err instanceof RangeError) return [STACK_ISSUE];
       if (err instanceof RefCallsExceeded) return [refCallsIssue(err.limit)];
+      if (err instanceof ProblemsExceeded) return [problemsIssue(err.limit)];
       if (err instanceof PatternTooSlow) return [patternTooSlowIssue(err.pattern)];
       throw err;
     }
