@@ -201,6 +201,7 @@ describe('forge-worker --mcp', () => {
     // are served, the one whose 400 refs reach one definition among them.
     expect((await listed(url)).map((tool) => tool.name).filter((name) => name.startsWith('hostile.')).sort()).toEqual([
       'hostile.backtrack',
+      'hostile.checks',
       'hostile.deep',
       'hostile.deep_block',
       'hostile.flat',
@@ -261,6 +262,11 @@ describe('forge-worker --mcp', () => {
     expect(union.status).toBe(422);
     expect(await union.json()).toMatchObject({ error: { code: 'SCHEMA_VALIDATION', message: expect.stringContaining('made more than 100000 problems') as string } });
     expect(await client.call('hostile.union', { xs: [{ k1989: 1 }, { k0: 1 }] }, { timeoutMs: 20_000 })).toMatchObject({ isError: false });
+    // 40,000 items that each pass 1,990 checks: 5 to 7 s of the dispatcher's loop per call. The allowance of work ends it.
+    const checks = await post('hostile.checks', { xs: Array.from({ length: 40_000 }, () => ({})) });
+    expect(checks.status).toBe(422);
+    expect(await checks.json()).toMatchObject({ error: { code: 'SCHEMA_VALIDATION', message: expect.stringContaining("units of the validator's work") as string } });
+    expect(await client.call('hostile.checks', { xs: [{}, {}] }, { timeoutMs: 20_000 })).toMatchObject({ isError: false });
     // Each of 30 levels evaluated twice by the schema: 2^30 evaluations. The validator's allowance of ref calls ends it.
     let t: unknown[] = [];
     for (let i = 0; i < 30; i++) t = [t];
@@ -271,7 +277,7 @@ describe('forge-worker --mcp', () => {
     const mcp = new Client({ name: 'bounded-test', version: '1' });
     await mcp.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp`)));
     try {
-      for (const [name, args] of [['hostile.lookaround', evil], ['hostile.unique', { xs: twice }], ['hostile.multiply', { t }], ['hostile.union', { xs: Array.from({ length: 40_000 }, () => ({})) }]] as const) {
+      for (const [name, args] of [['hostile.lookaround', evil], ['hostile.unique', { xs: twice }], ['hostile.multiply', { t }], ['hostile.union', { xs: Array.from({ length: 40_000 }, () => ({})) }], ['hostile.checks', { xs: Array.from({ length: 40_000 }, () => ({})) }]] as const) {
         const answered = await mcp.callTool({ name, arguments: args });
         expect(answered._meta?.['forge-fleet/error']).toMatchObject({ code: 'SCHEMA_VALIDATION' });
       }

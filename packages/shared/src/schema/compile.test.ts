@@ -296,6 +296,28 @@ describe('compileSchema and refs that reach one subschema by many paths', () => 
     expect(issues[0]).toMatchObject({ path: '/xs/0/k0', keyword: 'required' });
   });
 
+  it('stops a validation that runs the checks of a wide schema over every item of a long array, with one issue', () => {
+    // 1,990 checks that all pass, for each of 40,000 items: 80 million, 5 to 7 seconds of the loop, and no problem made.
+    const validate = compile({ type: 'object', properties: { xs: { type: 'array', items: { allOf: Array.from({ length: 1990 }, () => ({ type: 'object' })) } } } });
+    const issues = validate({ xs: Array.from({ length: 40_000 }, () => ({})) });
+    expect(issues).toEqual([expect.objectContaining({ path: '', keyword: 'allOf', reason: expect.stringMatching(/took more than \d+ units of the validator's work/) as string })]);
+    expect(validate({ xs: Array.from({ length: 40_000 }, () => ({})) })).toEqual(issues);
+    // A short array of the same items is checked as before.
+    expect(validate({ xs: [{}, {}] })).toEqual([]);
+    expect(validate({ xs: [{}, 3] }).map((i) => [i.path, i.keyword])).toContainEqual(['/xs/1', 'type']);
+  });
+
+  it('checks a long array against a schema of many optional properties, and unions of $refs, within the allowances', () => {
+    const props = Object.fromEntries(Array.from({ length: 200 }, (_, i) => [`p${i}`, { type: 'string', maxLength: 50 }]));
+    const sparse = compile({ type: 'object', properties: { xs: { type: 'array', items: { type: 'object', properties: props } } } });
+    expect(sparse({ xs: Array.from({ length: 12_000 }, () => ({ p0: 'a', p1: 'b' })) })).toEqual([]);
+    // 30 variants, each a definition of its own (called, not copied): 30 calls for each item that matches the last.
+    const variant = (k: number) => ({ type: 'object', properties: { kind: { const: `k${k}` }, ...Object.fromEntries(Array.from({ length: 10 }, (_, i) => [`p${i}`, { type: 'string' }])) }, required: ['kind'], additionalProperties: false });
+    const $defs = Object.fromEntries(Array.from({ length: 30 }, (_, k) => [`v${k}`, variant(k)]));
+    const union = compile({ type: 'object', $defs, properties: { xs: { type: 'array', items: { anyOf: Array.from({ length: 30 }, (_, k) => ({ $ref: `#/$defs/v${k}` })) } } } });
+    expect(union({ xs: Array.from({ length: 2000 }, () => ({ kind: 'k29', p0: 'a', p1: 'b', p2: 'c' })) })).toEqual([]);
+  });
+
   it('lets a schema that recurses once per value check a large value', () => {
     const json = { $defs: { v: { anyOf: [{ type: ['string', 'number', 'boolean', 'null'] }, { type: 'array', items: { $ref: '#/$defs/v' } }, { type: 'object', additionalProperties: { $ref: '#/$defs/v' } }] } }, $ref: '#/$defs/v' };
     const validate = compile(json);

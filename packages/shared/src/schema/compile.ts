@@ -7,7 +7,7 @@ import { PATTERN_BUDGET_MS, PatternTooSlow, withPatternBudget } from './bounded-
 import { DRAFT_07, DRAFT_2020_12, type JsonSchema } from './json-schema.js';
 import { linearRegExp } from './linear-regexp.js';
 import { firstDynamicRef, probeValues } from './probes.js';
-import { fuelInstance, meterValidation, ProblemsExceeded, PROBLEMS_BASE, PROBLEMS_PER_NODE, RefCallsExceeded, REF_CALLS_BASE, REF_CALLS_PER_NODE, withValidationFuel } from './validation-fuel.js';
+import { FuelExhausted, fuelInstance, meterValidation, PROBLEMS_BASE, PROBLEMS_PER_NODE, REF_CALLS_BASE, REF_CALLS_PER_NODE, withValidationFuel, WORK_BASE, WORK_PER_NODE } from './validation-fuel.js';
 import { schemaSizeExcess } from './schema-size.js';
 import { uniqueItemsKeyword } from './unique-items.js';
 
@@ -166,6 +166,21 @@ const problemsIssue = (limit: number): SchemaIssue =>
     "send a smaller value, or ask the schema's author to narrow its unions (anyOf, oneOf) (see docs/schemas.md)",
   );
 
+/** The one issue a call gets when checking its value ran the validator's code past the allowance of work (validation-fuel.ts). */
+const workIssue = (limit: number): SchemaIssue =>
+  unchecked(
+    'allOf',
+    `checking it took more than ${limit} units of the validator's work (${WORK_BASE} plus ${WORK_PER_NODE} per value it holds): the schema applies more subschemas to each item than the value's size allows`,
+    "send a smaller value, or ask the schema's author to apply fewer subschemas to each item (see docs/schemas.md)",
+  );
+
+/** The one issue a call gets when a validation ran out of one of its allowances. */
+function fuelIssue(err: FuelExhausted): SchemaIssue {
+  if (err.kind === 'refs') return refCallsIssue(err.limit);
+  if (err.kind === 'problems') return problemsIssue(err.limit);
+  return workIssue(err.limit);
+}
+
 /** The one issue a call gets when a pattern only the backtracking engine reads was stopped on its value (bounded-regexp.ts). */
 const patternTooSlowIssue = (pattern: string): SchemaIssue =>
   unchecked(
@@ -236,13 +251,14 @@ export function compileSchema(schema: JsonSchema): { ok: true; validate: Compile
       bounded(value);
     } catch (err) {
       if (err instanceof RangeError) return { ok: false, problem: unboundedRecursion(schema, 'validating a trial value') };
-      if (err instanceof RefCallsExceeded) {
+      if (err instanceof FuelExhausted && err.kind === 'refs') {
         // A small value that spends the allowance: refs that never end ($dynamicRef's loop in ajv) or that multiply.
         const problem = firstDynamicRef(schema) === undefined ? refFanIn(err.limit) : unboundedRecursion(schema, 'validating a trial value', 'follows its $refs without end');
         return { ok: false, problem };
       }
-      // Only a value can make a pattern slow, or fail branches by the thousand, and a trial value is not one a caller sends.
-      if (err instanceof PatternTooSlow || err instanceof ProblemsExceeded) continue;
+      // Only a value can make a pattern slow, fail branches by the thousand or run the code at length, and a trial
+      // value is not one a caller sends.
+      if (err instanceof PatternTooSlow || err instanceof FuelExhausted) continue;
       return { ok: false, problem: { path: '', reason: `the compiled validator fails on a trial value: ${err instanceof Error ? err.message : String(err)}` } };
     }
   }
@@ -251,8 +267,7 @@ export function compileSchema(schema: JsonSchema): { ok: true; validate: Compile
       return bounded(value) ? [] : toIssues(fn.errors ?? []);
     } catch (err) {
       if (err instanceof RangeError) return [STACK_ISSUE];
-      if (err instanceof RefCallsExceeded) return [refCallsIssue(err.limit)];
-      if (err instanceof ProblemsExceeded) return [problemsIssue(err.limit)];
+      if (err instanceof FuelExhausted) return [fuelIssue(err)];
       if (err instanceof PatternTooSlow) return [patternTooSlowIssue(err.pattern)];
       throw err;
     }

@@ -1,7 +1,7 @@
 /**
  * The meters of one validation, read by the code ajv generates: how often it
- * follows a schema's `$ref`s, and how many problems (ajv's error objects) it
- * makes.
+ * follows a schema's `$ref`s, how many problems (ajv's error objects) it
+ * makes, and how much of the generated code it runs.
  *
  * **Ref calls.** A schema's refs can reach one subschema by exponentially many
  * paths: a chain of 40 `anyOf`s, each over two refs to the one before it, is a
@@ -28,16 +28,28 @@
  * variants makes 29 per item that matches the last, and an item holds a few
  * values; the hostile union above is stopped after 100,000 (about 20 MB).
  *
- * Both counts are the same for the same schema and value every time, so the
+ * **Work.** A schema is bounded in size (schema-size.ts), a value too, but
+ * their product is not: an `allOf` of 1,990 `{ "type": "object" }` checks each
+ * of 40,000 items against all of them, 80 million checks that all pass (5.5 s
+ * of a dispatcher's loop, no problem made: a function that large runs
+ * unoptimised, at about 70 ns a check). Every check the generated code makes
+ * (each `if`, generated-code.ts) spends one unit of work. A validation may
+ * spend {@link WORK_BASE} units plus {@link WORK_PER_NODE} per value in the
+ * data, never more than {@link WORK_MAX} (a third of a second at that pace;
+ * ordinary schemas run at a few nanoseconds a check). An item checked against
+ * a schema of 200 optional properties costs 200 checks, however few it holds.
+ *
+ * Every count is the same for the same schema and value every time, so the
  * answer is too.
  */
 
 import { eachJsonValue } from '../wire/json-walk.js';
+import { scanGenerated } from './generated-code.js';
 
 /** Calls to a schema's compiled ref targets any validation may make. */
 export const REF_CALLS_BASE = 1024;
 /** Further calls allowed per value in the data. */
-export const REF_CALLS_PER_NODE = 4;
+export const REF_CALLS_PER_NODE = 64;
 
 /** Problems (ajv's error objects, those of failed branches included) any validation may make. */
 export const PROBLEMS_BASE = 10_000;
@@ -46,19 +58,24 @@ export const PROBLEMS_PER_NODE = 32;
 /** Most problems one validation may make, whatever its data: each is an object held until the validation ends. */
 export const PROBLEMS_MAX = 100_000;
 
-/** A validation made more problems than its allowance: validation ends, and compile.ts answers the issue. */
-export class ProblemsExceeded extends Error {
-  constructor(readonly limit: number) {
-    super(`the validation made more than ${limit} problems`);
-    this.name = 'ProblemsExceeded';
-  }
-}
+/** Checks of the generated code any validation may make. */
+export const WORK_BASE = 1_000_000;
+/** Further checks allowed per value in the data. */
+export const WORK_PER_NODE = 64;
+/** Most checks one validation may make, whatever its data. */
+export const WORK_MAX = 5_000_000;
 
-/** A validation followed refs past its allowance: validation ends, and compile.ts answers the issue. */
-export class RefCallsExceeded extends Error {
-  constructor(readonly limit: number) {
-    super(`the schema's $refs were followed more than ${limit} times`);
-    this.name = 'RefCallsExceeded';
+/** Which allowance a validation ran out of. */
+export type FuelKind = 'refs' | 'problems' | 'work';
+
+/** A validation ran out of an allowance: validation ends, and compile.ts answers the issue. */
+export class FuelExhausted extends Error {
+  constructor(
+    readonly kind: FuelKind,
+    readonly limit: number,
+  ) {
+    super(`the validation ran out of its allowance of ${kind} (${limit})`);
+    this.name = 'FuelExhausted';
   }
 }
 
@@ -72,74 +89,89 @@ function valuesIn(data: unknown): number {
   return count;
 }
 
+/** One allowance: a base any validation has, grown by the data's size the first time the base is spent. */
+class Allowance {
+  /** What the validation may still spend; the generated code decrements it. */
+  left = Infinity;
+  #limit: number | undefined;
+
+  constructor(
+    readonly kind: FuelKind,
+    private readonly base: number,
+    private readonly perNode: number,
+    private readonly max: number,
+  ) {}
+
+  start(): void {
+    this.left = this.base;
+    this.#limit = undefined;
+  }
+
+  stop(): void {
+    this.left = Infinity;
+  }
+
+  /** Called when `left` went below zero. @throws FuelExhausted once the allowance for the data is spent too. */
+  refill(values: () => number): void {
+    if (this.#limit !== undefined) throw new FuelExhausted(this.kind, this.#limit);
+    this.#limit = Math.min(this.max, this.base + this.perNode * values());
+    this.left += this.#limit - this.base;
+    if (this.left < 0) throw new FuelExhausted(this.kind, this.#limit);
+  }
+}
+
 /**
  * The meters the generated code decrements, reached as `self.forgeFuel`
  * (ajv passes each generated function its instance as `self`). Outside a
  * metered validation (ajv checking a schema against its meta-schema) they
  * never run out. The data is counted only once a validation has spent a
- * meter's base, so most validations never walk it.
+ * base, so most validations never walk it.
  */
 class ValidationFuel {
-  /** Ref calls the validation may still make. */
-  left = Infinity;
-  /** Problems the validation may still make. */
-  problemsLeft = Infinity;
+  readonly refs = new Allowance('refs', REF_CALLS_BASE, REF_CALLS_PER_NODE, Infinity);
+  readonly problems = new Allowance('problems', PROBLEMS_BASE, PROBLEMS_PER_NODE, PROBLEMS_MAX);
+  readonly work = new Allowance('work', WORK_BASE, WORK_PER_NODE, WORK_MAX);
   #data: unknown;
   #values: number | undefined;
-  /** Each meter's whole allowance, once the data has been counted. */
-  #refLimit: number | undefined;
-  #problemLimit: number | undefined;
+  #running = false;
+  readonly #countValues = (): number => (this.#values ??= valuesIn(this.#data));
 
   run<T>(data: unknown, validate: () => T): T {
-    if (this.left !== Infinity) return validate();
-    this.left = REF_CALLS_BASE;
-    this.problemsLeft = PROBLEMS_BASE;
+    if (this.#running) return validate();
+    this.#running = true;
     this.#data = data;
     this.#values = undefined;
-    this.#refLimit = undefined;
-    this.#problemLimit = undefined;
+    this.refs.start();
+    this.problems.start();
+    this.work.start();
     try {
       return validate();
     } finally {
-      this.left = Infinity;
-      this.problemsLeft = Infinity;
+      this.#running = false;
       this.#data = undefined;
+      this.refs.stop();
+      this.problems.stop();
+      this.work.stop();
     }
   }
 
-  #valuesOfData(): number {
-    this.#values ??= valuesIn(this.#data);
-    return this.#values;
-  }
-
-  /** Called by the generated code when the calls so far are spent. */
-  refill(): void {
-    if (this.#refLimit !== undefined) throw new RefCallsExceeded(this.#refLimit);
-    this.#refLimit = REF_CALLS_BASE + REF_CALLS_PER_NODE * this.#valuesOfData();
-    this.left += this.#refLimit - REF_CALLS_BASE;
-    if (this.left < 0) throw new RefCallsExceeded(this.#refLimit);
-  }
-
-  /** Called by the generated code when the problems so far are spent. */
-  refillProblems(): void {
-    if (this.#problemLimit !== undefined) throw new ProblemsExceeded(this.#problemLimit);
-    this.#problemLimit = Math.min(PROBLEMS_MAX, PROBLEMS_BASE + PROBLEMS_PER_NODE * this.#valuesOfData());
-    this.problemsLeft += this.#problemLimit - PROBLEMS_BASE;
-    if (this.problemsLeft < 0) throw new ProblemsExceeded(this.#problemLimit);
+  /** Called by the generated code when an allowance went below zero. */
+  refill(allowance: Allowance): void {
+    allowance.refill(this.#countValues);
   }
 }
 
 const fuel = new ValidationFuel();
 
-/** Runs `validate` (one validation of `data`) on fresh allowances of ref calls and problems. */
+/** Runs `validate` (one validation of `data`) on fresh allowances. */
 export function withValidationFuel<T>(data: unknown, validate: () => T): T {
   return fuel.run(data, validate);
 }
 
-/** The instance property the generated code reads the meter from; set on each metered ajv instance. */
+/** The instance property the generated code reads the meters from; set on each metered ajv instance. */
 export const FUEL_PROPERTY = 'forgeFuel';
 
-/** Gives an ajv instance the meter its generated code reads. */
+/** Gives an ajv instance the meters its generated code reads. */
 export function fuelInstance(ajv: object): void {
   Object.defineProperty(ajv, FUEL_PROPERTY, { value: fuel });
 }
@@ -150,16 +182,52 @@ const ENTRY = /return function \w+\(data, \{.*?\}=\{\}\)\{/;
 // ajv counts each problem it makes with this statement, right after adding the error object (lib/compile/errors.ts).
 const PROBLEM = /\berrors\+\+;/g;
 
+/** The statement that spends `amount` of one allowance. */
+const spend = (allowance: FuelKind, amount: number): string => {
+  const meter = `self.${FUEL_PROPERTY}`;
+  return `if((${meter}.${allowance}.left-=${amount})<0)${meter}.refill(${meter}.${allowance});`;
+};
+
+// Locals of each generated function (no name ajv gives starts with `forge`): the work allowance, and the checks made
+// since the function last spent them.
+const WORK = 'forgeWork';
+const CHECKS = 'forgeChecks';
+
 /**
- * ajv's `code.process`: makes the generated validator spend one call of the
- * meter on entry, and one problem of the allowance with each error object it
- * makes. A validator of another shape is refused at compile time (a change of
- * ajv would show in every schema test), never run unmetered.
+ * ajv's `code.process`: makes the generated validator spend one ref call on
+ * entry, one problem with each error object, and one unit of work with each
+ * check it makes (each `if`, generated-code.ts). Checks are counted in a local
+ * (a register, where a shared meter cost a check ten times its time) and spent
+ * at the top of each pass through a loop and before each return: between two
+ * of those the code runs straight, at most once through each check. A
+ * validator of another shape is refused at compile time (a change of ajv
+ * would show in every schema test), never run unmetered.
  */
 export function meterValidation(sourceCode: string): string {
   const entry = ENTRY.exec(sourceCode);
   if (entry === null) throw new Error('the schema compiler generated a validator the fleet cannot meter (an ajv upgrade?)');
-  const at = entry.index + entry[0].length;
-  const body = sourceCode.slice(at).replace(PROBLEM, `errors++;if(--self.${FUEL_PROPERTY}.problemsLeft<0)self.${FUEL_PROPERTY}.refillProblems();`);
-  return `${sourceCode.slice(0, at)}if(--self.${FUEL_PROPERTY}.left<0)self.${FUEL_PROPERTY}.refill();${body}`;
+  const bodyOpen = entry.index + entry[0].length - 1;
+  let code;
+  try {
+    code = scanGenerated(sourceCode, bodyOpen);
+  } catch (err) {
+    throw new Error(`the schema compiler generated a validator the fleet cannot meter (an ajv upgrade?): ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+  }
+  const meter = `self.${FUEL_PROPERTY}`;
+  const spendChecks = `if((${WORK}.left-=${CHECKS})<0)${meter}.refill(${WORK});${CHECKS}=0;`;
+  // Each edit: at an offset, how many characters of the source it replaces, and with what.
+  const edits = [
+    ...code.checks.map((at) => ({ at, cut: 3, text: `if((${CHECKS}++),` })),
+    ...code.loops.map((at) => ({ at: at + 1, cut: 0, text: spendChecks })),
+    ...code.returns.map((at) => ({ at, cut: 0, text: spendChecks })),
+  ].sort((a, b) => a.at - b.at || a.cut - b.cut); // at one offset (a loop's block opening on a check), the insertion first
+  const parts: string[] = [];
+  let from = bodyOpen + 1;
+  for (const edit of edits) {
+    parts.push(sourceCode.slice(from, edit.at), edit.text);
+    from = edit.at + edit.cut;
+  }
+  parts.push(sourceCode.slice(from));
+  const body = parts.join('').replace(PROBLEM, `errors++;${spend('problems', 1)}`);
+  return `${sourceCode.slice(0, bodyOpen + 1)}const ${WORK}=${meter}.work;let ${CHECKS}=0;${spend('refs', 1)}${body}`;
 }
