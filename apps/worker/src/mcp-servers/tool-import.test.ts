@@ -61,4 +61,24 @@ describe('importTools bounds what a server makes the fleet compile', () => {
     expect(imported.skipped.map((s) => s.tool)).toEqual([`t${fit}`, `t${fit + 1}`]);
     expect(imported.skipped[0]?.reason).toContain(`at most ${MAX_LISTING_SUBSCHEMAS} in all`);
   });
+
+  it('gives the event loop back between the tools whose schemas it compiles', async () => {
+    // 40 schemas of 100 properties, each its own (no compile is cached), hold the loop far past one slice in all.
+    const listed: McpTool[] = Array.from({ length: 40 }, (_, t) => ({
+      name: `t${t}`,
+      inputSchema: { type: 'object', properties: Object.fromEntries(Array.from({ length: 100 }, (_, i) => [`t${t}_p${i}`, { type: 'string', maxLength: i + 1 }])) },
+    }));
+    let turns = 0;
+    let importing = true;
+    const tick = (): void => {
+      if (!importing) return;
+      turns += 1;
+      setImmediate(tick);
+    };
+    const imported = importTools(server(), listed, lane, noPool, log);
+    setImmediate(tick);
+    expect((await imported).tools).toHaveLength(40);
+    importing = false;
+    expect(turns).toBeGreaterThan(2);
+  });
 });
