@@ -11,6 +11,7 @@ describe('scanGenerated', () => {
     expect(code.checks.map((at) => source.slice(at, at + 4))).toEqual(['if(x', 'if(y']);
     expect(code.loops.map((at) => source.slice(at - 2, at + 1))).toEqual(['d){']);
     expect(code.returns.map((at) => source.slice(at, at + 13))).toEqual(['return errors']);
+    expect(code.problems).toEqual([]);
   });
 
   it('refuses code it does not know rather than leave a loop or a check unseen', () => {
@@ -27,12 +28,13 @@ describe('scanGenerated', () => {
       properties: {
         'if(': { type: 'string', pattern: '^a"\\{\\}' },
         'for(x){': { const: { 'return }': '{' } },
+        'errors++;': { type: 'number' },
         t: { $ref: '#/$defs/t' },
         m: { type: 'object', patternProperties: { '^x': { type: 'integer' } }, additionalProperties: false, propertyNames: { maxLength: 3 } },
         c: { contains: { type: 'number', multipleOf: 0.5 }, minContains: 2 },
         u: { uniqueItems: true, prefixItems: [{}], unevaluatedItems: false },
       },
-      required: ['if('],
+      required: ['if(', 'errors++;'],
     };
     const sources: string[] = [];
     new Ajv2020({ allErrors: true, strict: false, code: { process: (s: string) => (sources.push(s), s) } }).compile(schema);
@@ -41,7 +43,11 @@ describe('scanGenerated', () => {
     const compiled = compileSchema(schema);
     expect(compiled.ok).toBe(true);
     if (!compiled.ok) return;
-    expect(compiled.validate({})).toEqual([expect.objectContaining({ path: '/if(', keyword: 'required' })]);
-    expect(compiled.validate({ 'if(': 'a"{}', 'for(x){': { 'return }': '{' }, t: { kids: [{ kids: [] }] }, c: [1, 2], u: [1] })).toEqual([]);
+    expect(compiled.validate({}).map((i) => [i.path, i.keyword, i.reason])).toEqual([
+      ['/if(', 'required', 'is required but missing'],
+      ['/errors++;', 'required', 'is required but missing'],
+    ]);
+    expect(compiled.validate({ 'if(': 'a"{}', 'errors++;': 'x' }).map((i) => i.reason)).toEqual(['must be number']);
+    expect(compiled.validate({ 'if(': 'a"{}', 'errors++;': 1, 'for(x){': { 'return }': '{' }, t: { kids: [{ kids: [] }] }, c: [1, 2], u: [1] })).toEqual([]);
   });
 });

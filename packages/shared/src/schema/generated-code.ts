@@ -55,7 +55,7 @@ function skipLiteral(source: string, i: number): number {
   return i;
 }
 
-/** Where, in a generated function's source, its checks, loops and returns are. */
+/** Where, in a generated function's source, its checks, loops, returns and problems are. */
 export interface GeneratedCode {
   /** The offset of each `if(` of the code. */
   readonly checks: readonly number[];
@@ -63,10 +63,12 @@ export interface GeneratedCode {
   readonly loops: readonly number[];
   /** The offset of each `return` of the code. */
   readonly returns: readonly number[];
+  /** The offset just past each `errors++;`, with which ajv counts a problem it made (lib/compile/errors.ts). */
+  readonly problems: readonly number[];
 }
 
 /**
- * The checks, loops and returns of the code of `source` from `from` on (the
+ * The checks, loops, returns and problems of the code of `source` from `from` on (the
  * `{` of the function's body, so that every brace scanned closes within it),
  * each in source order; strings, comments and regular expressions are skipped.
  *
@@ -76,6 +78,7 @@ export function scanGenerated(source: string, from = 0): GeneratedCode {
   const checks: number[] = [];
   const loops: number[] = [];
   const returns: number[] = [];
+  const problems: number[] = [];
   let depth = 0;
   let i = from;
   while (i < source.length) {
@@ -87,6 +90,7 @@ export function scanGenerated(source: string, from = 0): GeneratedCode {
     const c = source[i];
     const word = !isIdentifierChar(source[i - 1]);
     if (word && c === 'i' && source.startsWith('if(', i)) checks.push(i);
+    else if (word && c === 'e' && source.startsWith('errors++;', i)) problems.push(i + 'errors++;'.length);
     else if (word && c === 'r' && source.startsWith('return', i) && !isIdentifierChar(source[i + 6])) returns.push(i);
     else if (word && c === 'f' && source.startsWith('for(', i)) {
       // The header holds no braces or literals in ajv's loops (`for(const key0 in data)`, `for(let i0=0; …)`).
@@ -107,5 +111,5 @@ export function scanGenerated(source: string, from = 0): GeneratedCode {
     i++;
   }
   if (depth !== 0) throw new Error('an unclosed {');
-  return { checks, loops, returns };
+  return { checks, loops, returns, problems };
 }

@@ -179,9 +179,6 @@ export function fuelInstance(ajv: object): void {
 // Every function ajv generates opens with this signature (draft-07's lacks `dynamicAnchors`).
 const ENTRY = /return function \w+\(data, \{.*?\}=\{\}\)\{/;
 
-// ajv counts each problem it makes with this statement, right after adding the error object (lib/compile/errors.ts).
-const PROBLEM = /\berrors\+\+;/g;
-
 /** The statement that spends `amount` of one allowance. */
 const spend = (allowance: FuelKind, amount: number): string => {
   const meter = `self.${FUEL_PROPERTY}`;
@@ -220,6 +217,7 @@ export function meterValidation(sourceCode: string): string {
     ...code.checks.map((at) => ({ at, cut: 3, text: `if((${CHECKS}++),` })),
     ...code.loops.map((at) => ({ at: at + 1, cut: 0, text: spendChecks })),
     ...code.returns.map((at) => ({ at, cut: 0, text: spendChecks })),
+    ...code.problems.map((at) => ({ at, cut: 0, text: spend('problems', 1) })),
   ].sort((a, b) => a.at - b.at || a.cut - b.cut); // at one offset (a loop's block opening on a check), the insertion first
   const parts: string[] = [];
   let from = bodyOpen + 1;
@@ -228,6 +226,5 @@ export function meterValidation(sourceCode: string): string {
     from = edit.at + edit.cut;
   }
   parts.push(sourceCode.slice(from));
-  const body = parts.join('').replace(PROBLEM, `errors++;${spend('problems', 1)}`);
-  return `${sourceCode.slice(0, bodyOpen + 1)}const ${WORK}=${meter}.work;let ${CHECKS}=0;${spend('refs', 1)}${body}`;
+  return `${sourceCode.slice(0, bodyOpen + 1)}const ${WORK}=${meter}.work;let ${CHECKS}=0;${spend('refs', 1)}${parts.join('')}`;
 }
