@@ -44,6 +44,7 @@ export const REVIVE_AFTER_MS = 60_000;
  * while a small list (a few milliseconds) is followed as closely as before.
  */
 export const IMPORT_REST_FACTOR = 4;
+/** The longest a server's next listing waits after a slow import (see {@link IMPORT_REST_FACTOR}). */
 export const IMPORT_REST_MAX_MS = 60_000;
 
 interface Served {
