@@ -512,6 +512,33 @@ describe('the live catalog', () => {
     await catalog.withdraw(L, 'ok', [tool]);
   });
 
+  it("reads a lane's definitions again only when an announcement changed them, and every lane now and then", async () => {
+    const catalog = new Catalog(redis, keys);
+    const lane = 'host.versions';
+    const tool = (description: string) => ({ ...def(description), name: 'versioned_tool', tier: 'host' as const, pool: 'versions' });
+    const described = async () => (JSON.parse((await catalog.snapshot()).entries.get('versioned_tool')!.json) as { description: string }).description;
+    await catalog.announce(lane, 'w1', [tool('one')], 10_000);
+    expect(await described()).toBe('one');
+    // A renewal of the same list leaves the version (and so the read) alone.
+    const version = await redis.get(keys.catalogVersion(lane));
+    await catalog.announce(lane, 'w1', [tool('one')], 10_000);
+    expect(await redis.get(keys.catalogVersion(lane))).toBe(version);
+    // A change written behind the catalog's back (no version bump) is not read again…
+    await redis.hset(keys.catalogDefinitions(lane), 'versioned_tool', JSON.stringify(tool('behind')));
+    expect(await described()).toBe('one');
+    // …an announcement that changes a definition is, at the next read.
+    await catalog.withdraw(lane, 'w1', [tool('one')]);
+    await catalog.announce(lane, 'w2', [tool('two')], 10_000);
+    expect(await redis.get(keys.catalogVersion(lane))).not.toBe(version);
+    expect(await described()).toBe('two');
+    // And every lane is read whatever its version every 30 reads (a worker of an older release bumps none).
+    await redis.hset(keys.catalogDefinitions(lane), 'versioned_tool', JSON.stringify(tool('behind')));
+    const seen = new Set<string>();
+    for (let i = 0; i < 30; i++) seen.add(await described());
+    expect(seen).toEqual(new Set(['two', 'behind']));
+    await catalog.withdraw(lane, 'w2', [tool('two')]);
+  });
+
   it('keeps each lane\'s tools apart, and sets aside a name announced in two lanes', async () => {
     const catalog = new Catalog(redis, keys);
     const hostDef = { ...def('x'), name: 'lane_tool', tier: 'host' as const };

@@ -83,7 +83,13 @@ export class Catalog {
     // Registering the lane needs no atomicity with the announcement: it only tells dispatchers where to look.
     void this.#redis.sadd(this.#keys.catalogLanes, lane).catch(() => undefined);
     const pack = this.#packOf(definitions, options.pack);
-    const keys = [this.#keys.catalogDefinitions(lane), this.#keys.catalogPacks(lane), this.#keys.catalogPackLeases(lane, pack.id), ...definitions.map((d) => this.#keys.catalogLeases(lane, d.name))];
+    const keys = [
+      this.#keys.catalogDefinitions(lane),
+      this.#keys.catalogPacks(lane),
+      this.#keys.catalogPackLeases(lane, pack.id),
+      this.#keys.catalogVersion(lane),
+      ...definitions.map((d) => this.#keys.catalogLeases(lane, d.name)),
+    ];
     const args: (string | number)[] = [workerId, now, now + leaseMs, pack.id, packJson(pack.tools)];
     for (const d of definitions) args.push(d.name, stableStringify(d));
     const conflicts = await this.#announce(keys, args);
@@ -137,6 +143,56 @@ export class Catalog {
   }
 
   /**
+   * Each lane's definitions and packs as last read, with the lane's version
+   * then: read again only when an announcement changed them (a large catalog
+   * is megabytes a second otherwise, with a hash of each definition).
+   */
+  readonly #lanesRead = new Map<string, LaneRead>();
+  /** Snapshots taken; every {@link FULL_READ_EVERY}th reads every lane whatever its version. */
+  #snapshots = 0;
+
+  async #laneDefinitions(lanes: readonly string[]): Promise<LaneRead[]> {
+    if (lanes.length === 0) return [];
+    const full = this.#snapshots++ % FULL_READ_EVERY === 0;
+    const versions = this.#redis.pipeline();
+    for (const lane of lanes) versions.get(this.#keys.catalogVersion(lane));
+    const versionOf = ((await versions.exec()) ?? []).map(([err, value]) => (err || typeof value !== 'string' ? undefined : value));
+    const stale = lanes.filter((lane, i) => {
+      const version = versionOf[i];
+      const before = this.#lanesRead.get(lane);
+      // A lane without a version (announced by a worker that keeps none, or a Redis that lost the key) is read every time.
+      return full || version === undefined || before?.version !== version;
+    });
+    // The lanes read now, kept for later snapshots or not.
+    const fresh = new Map<string, LaneRead>();
+    if (stale.length > 0) {
+      const reads = this.#redis.pipeline();
+      for (const lane of stale) reads.hgetall(this.#keys.catalogDefinitions(lane)).hgetall(this.#keys.catalogPacks(lane));
+      const hashes = (await reads.exec()) ?? [];
+      stale.forEach((lane, i) => {
+        const [defError, definitions] = hashes[2 * i] ?? [];
+        const [packError, packHash] = hashes[2 * i + 1] ?? [];
+        // The version read before these hashes: at worst older than what they hold, so the next read looks again.
+        const read: LaneRead = { version: versionOf[lanes.indexOf(lane)], announced: [], packs: [], skipped: [] };
+        if (defError) read.skipped.push(`lane '${lane}' definitions (${String(defError)})`);
+        else for (const [name, json] of Object.entries((definitions ?? {}) as Record<string, string>)) read.announced.push({ lane, name, json, hash: definitionHash(json) });
+        if (packError) read.skipped.push(`lane '${lane}' packs (${String(packError)})`);
+        else
+          for (const [id, json] of Object.entries((packHash ?? {}) as Record<string, string>)) {
+            const pack = parsePack(id, json);
+            if (pack === undefined) read.skipped.push(`pack '${id.slice(0, 40)}' of lane '${lane}'`);
+            else read.packs.push({ ...pack, lane, queue: packQueueName(laneQueueName(this.#keys.prefix, lane), id) });
+          }
+        // A lane read with errors is not kept: the next snapshot reads it again.
+        if (read.skipped.length === 0 && read.version !== undefined) this.#lanesRead.set(lane, read);
+        else this.#lanesRead.delete(lane);
+        fresh.set(lane, read);
+      });
+    }
+    return lanes.map((lane) => fresh.get(lane) ?? this.#lanesRead.get(lane) ?? EMPTY_LANE);
+  }
+
+  /**
    * Every announced tool with its lane, packs and live workers; names
    * announced in several lanes apart. Lane names and packs that do not parse
    * (workers write them) are skipped and returned in `skipped`.
@@ -148,24 +204,13 @@ export class Catalog {
       if (parseLane(lane) === undefined) skipped.push(`lane '${lane.slice(0, 80)}'`);
       else lanes.push(lane);
     }
-    const reads = this.#redis.pipeline();
-    for (const lane of lanes) reads.hgetall(this.#keys.catalogDefinitions(lane)).hgetall(this.#keys.catalogPacks(lane));
-    const hashes = lanes.length === 0 ? [] : ((await reads.exec()) ?? []);
-    const announced: { lane: string; name: string; json: string }[] = [];
+    const announced: { lane: string; name: string; json: string; hash: string }[] = [];
     const packs: Omit<PackEntry, 'liveWorkers' | 'waiting' | 'delayed' | 'active'>[] = [];
-    lanes.forEach((lane, i) => {
-      const [defError, definitions] = hashes[2 * i] ?? [];
-      const [packError, packHash] = hashes[2 * i + 1] ?? [];
-      if (defError) skipped.push(`lane '${lane}' definitions (${String(defError)})`);
-      else for (const [name, json] of Object.entries((definitions ?? {}) as Record<string, string>)) announced.push({ lane, name, json });
-      if (packError) skipped.push(`lane '${lane}' packs (${String(packError)})`);
-      else
-        for (const [id, json] of Object.entries((packHash ?? {}) as Record<string, string>)) {
-          const pack = parsePack(id, json);
-          if (pack === undefined) skipped.push(`pack '${id.slice(0, 40)}' of lane '${lane}'`);
-          else packs.push({ ...pack, lane, queue: packQueueName(laneQueueName(this.#keys.prefix, lane), id) });
-        }
-    });
+    for (const read of await this.#laneDefinitions(lanes)) {
+      announced.push(...read.announced);
+      packs.push(...read.packs);
+      skipped.push(...read.skipped);
+    }
     // Per pack: live workers (the catalog's slot), and its queue's backlog (BullMQ's lists, read directly: one command
     // each, in its lane's slot). One pipeline per slot, as a Redis Cluster requires; all in parallel.
     const leases = this.#redis.pipeline();
@@ -187,9 +232,8 @@ export class Catalog {
     ]);
     const entries: PackEntry[] = packs.map((p, i) => ({ ...p, liveWorkers: Number(live[i]?.[1] ?? 0), waiting: backlog[i]![0]!, delayed: backlog[i]![1]!, active: backlog[i]![2]! }));
     const byName = new Map<string, CatalogEntry[]>();
-    for (const { lane, name, json } of announced) {
-      const hashed = definitionHash(json);
-      const serving = entries.filter((p) => p.lane === lane && p.tools.get(name) === hashed);
+    for (const { lane, name, json, hash } of announced) {
+      const serving = entries.filter((p) => p.lane === lane && p.tools.get(name) === hash);
       const entry: CatalogEntry = { lane, json, liveWorkers: serving.reduce((sum, p) => sum + p.liveWorkers, 0), packs: serving };
       byName.set(name, [...(byName.get(name) ?? []), entry]);
     }
@@ -202,6 +246,22 @@ export class Catalog {
     return { lanes, entries: tools, ambiguous, packs: entries, skipped };
   }
 }
+
+/** One lane's definitions (with their hashes) and packs, as one snapshot read them. */
+interface LaneRead {
+  readonly version: string | undefined;
+  readonly announced: { lane: string; name: string; json: string; hash: string }[];
+  readonly packs: Omit<PackEntry, 'liveWorkers' | 'waiting' | 'delayed' | 'active'>[];
+  readonly skipped: string[];
+}
+
+const EMPTY_LANE: LaneRead = Object.freeze({ version: undefined, announced: [], packs: [], skipped: [] });
+
+/**
+ * Every this many snapshots, every lane's definitions are read whatever its
+ * version: a worker of an older release changes them without bumping it.
+ */
+const FULL_READ_EVERY = 30;
 
 /** The catalog as read at one moment. */
 export interface CatalogSnapshot {

@@ -36,6 +36,11 @@ export function fleetKeys(prefix: string) {
     catalogDefinitions: (lane: string) => `${prefix}:{${prefix}.catalog}:${lane}:definitions`,
     /** Sorted set per tool: worker id → lease expiry (epoch ms). Same slot as the definitions. */
     catalogLeases: (lane: string, tool: string) => `${prefix}:{${prefix}.catalog}:${lane}:leases:${tool}`,
+    /**
+     * String per lane: a counter its announcements bump whenever they change its definitions or packs, so a
+     * dispatcher reads those two hashes again only when they changed (a large catalog is megabytes). Same slot.
+     */
+    catalogVersion: (lane: string) => `${prefix}:{${prefix}.catalog}:${lane}:version`,
     /** Hash per lane: tool pack id → its tools and their definitions' hashes (see packages/store packs.ts). Same slot. */
     catalogPacks: (lane: string) => `${prefix}:{${prefix}.catalog}:${lane}:packs`,
     /** Sorted set per pack: worker id → lease expiry (epoch ms) of the workers serving that pack. Same slot. */

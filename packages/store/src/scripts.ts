@@ -257,20 +257,22 @@ return {'cancelled', unpack(targets)}`;
  * {name, live others, …}, when another live worker serves one of the names
  * with a different definition (name '' for a pack another live worker serves
  * with other tools: a named pack, `forge-worker --pack`); else records every definition, the pack, and
- * this worker's leases on the pack and on each tool, and returns {}.
- * KEYS: the lane's definitions, its packs, this pack's leases, then one lease
- * set per tool. ARGV: worker id, now, lease expiry, pack id, pack JSON, then
- * name and definition JSON per tool.
+ * this worker's leases on the pack and on each tool, bumps the lane's version
+ * when a definition or the pack changed (a renewal of the same list writes
+ * neither), and returns {}.
+ * KEYS: the lane's definitions, its packs, this pack's leases, the lane's
+ * version, then one lease set per tool. ARGV: worker id, now, lease expiry,
+ * pack id, pack JSON, then name and definition JSON per tool.
  */
 export const ANNOUNCE_TOOLS = `
-local n = #KEYS - 3
+local n = #KEYS - 4
 local conflicts = {}
 for j = 1, n do
   local existing = redis.call('HGET', KEYS[1], ARGV[4 + 2 * j])
   if existing and existing ~= ARGV[5 + 2 * j] then
-    redis.call('ZREMRANGEBYSCORE', KEYS[3 + j], '-inf', ARGV[2])
-    local others = redis.call('ZCARD', KEYS[3 + j])
-    if redis.call('ZSCORE', KEYS[3 + j], ARGV[1]) then others = others - 1 end
+    redis.call('ZREMRANGEBYSCORE', KEYS[4 + j], '-inf', ARGV[2])
+    local others = redis.call('ZCARD', KEYS[4 + j])
+    if redis.call('ZSCORE', KEYS[4 + j], ARGV[1]) then others = others - 1 end
     if others > 0 then
       table.insert(conflicts, ARGV[4 + 2 * j])
       table.insert(conflicts, others)
@@ -288,11 +290,19 @@ if pack and pack ~= ARGV[5] then
   end
 end
 if #conflicts > 0 then return conflicts end
+local changed = false
 for j = 1, n do
-  redis.call('HSET', KEYS[1], ARGV[4 + 2 * j], ARGV[5 + 2 * j])
-  redis.call('ZADD', KEYS[3 + j], ARGV[3], ARGV[1])
+  if redis.call('HGET', KEYS[1], ARGV[4 + 2 * j]) ~= ARGV[5 + 2 * j] then
+    redis.call('HSET', KEYS[1], ARGV[4 + 2 * j], ARGV[5 + 2 * j])
+    changed = true
+  end
+  redis.call('ZADD', KEYS[4 + j], ARGV[3], ARGV[1])
 end
-redis.call('HSET', KEYS[2], ARGV[4], ARGV[5])
+if pack ~= ARGV[5] then
+  redis.call('HSET', KEYS[2], ARGV[4], ARGV[5])
+  changed = true
+end
+if changed then redis.call('INCR', KEYS[4]) end
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ARGV[2])
 redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
 return {}`;
