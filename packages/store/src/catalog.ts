@@ -57,6 +57,9 @@ export class Catalog {
     this.#announce = luaScript<(string | number)[]>(redis, 'forgeAnnounceTools', 'variable', ANNOUNCE_TOOLS);
   }
 
+  /** Each definitions list's stable JSON, written once per list for the same reason (5,000 MCP tools are 16 MB of it). */
+  readonly #jsons = new WeakMap<readonly ToolDefinition[], readonly string[]>();
+
   /** {@link packOf}, computed once per definitions list (hashing hundreds of definitions at every lease renewal is waste). */
   #packOf(definitions: readonly ToolDefinition[], name: string | undefined): ToolPack {
     const known = this.#packs.get(definitions);
@@ -91,7 +94,12 @@ export class Catalog {
       ...definitions.map((d) => this.#keys.catalogLeases(lane, d.name)),
     ];
     const args: (string | number)[] = [workerId, now, now + leaseMs, pack.id, packJson(pack.tools)];
-    for (const d of definitions) args.push(d.name, stableStringify(d));
+    let jsons = this.#jsons.get(definitions);
+    if (jsons === undefined) {
+      jsons = definitions.map((d) => stableStringify(d));
+      this.#jsons.set(definitions, jsons);
+    }
+    definitions.forEach((d, i) => args.push(d.name, jsons[i]!));
     const conflicts = await this.#announce(keys, args);
     if (conflicts.length > 0) {
       const described: string[] = [];
