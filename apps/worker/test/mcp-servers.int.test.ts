@@ -317,6 +317,7 @@ describe('a pool of MCP server instances', () => {
       ['--cycling-list', /cursor "1" again/],
       ['--many-tools', /more than 10000 tools/],
       ['--bulky-list', /more than 32 MiB of JSON/],
+      ['--huge-list', /one page of its tools\/list takes (more than )?\d+ bytes, over the \d+ one message of a server may be: it must page its list/],
     ] as const) {
       const pool = track(new McpServerPool({ server: 'pager', launch: { command: process.execPath, args: [PROBE_SERVER, flag] }, instances: { min: 1, max: 1 } }, tools));
       await pool.start();

@@ -146,6 +146,11 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
         cursor = page.nextCursor;
       } while (cursor !== undefined);
     } catch (err) {
+      // A page past a message's bound is the listing's fault, said as the others are (not as a tool call's output).
+      const tooLarge = tooLargeBytes(err);
+      if (tooLarge !== undefined) {
+        throw this.#badListing(`one page of its tools/list takes ${tooLarge.atLeast ? 'more than ' : ''}${tooLarge.bytes} bytes, over the ${tooLarge.bound} one message of a server may be: it must page its list (nextCursor)`);
+      }
       throw this.#failure('tools/list', err, { timeoutMs: options.timeoutMs });
     }
     return tools;
