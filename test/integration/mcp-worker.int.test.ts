@@ -265,7 +265,7 @@ describe('forge-worker --mcp', () => {
     // 40,000 items that each pass 1,990 checks: 5 to 7 s of the dispatcher's loop per call. The allowance of work ends it.
     const checks = await post('hostile.checks', { xs: Array.from({ length: 40_000 }, () => ({})) });
     expect(checks.status).toBe(422);
-    expect(await checks.json()).toMatchObject({ error: { code: 'SCHEMA_VALIDATION', message: expect.stringContaining("units of the validator's work") as string } });
+    expect(await checks.json()).toMatchObject({ error: { code: 'SCHEMA_VALIDATION', message: expect.stringContaining("of the validator's checks") as string } });
     expect(await client.call('hostile.checks', { xs: [{}, {}] }, { timeoutMs: 20_000 })).toMatchObject({ isError: false });
     // Each of 30 levels evaluated twice by the schema: 2^30 evaluations. The validator's allowance of ref calls ends it.
     let t: unknown[] = [];

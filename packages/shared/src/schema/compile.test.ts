@@ -300,7 +300,7 @@ describe('compileSchema and refs that reach one subschema by many paths', () => 
     // 1,990 checks that all pass, for each of 40,000 items: 80 million, 5 to 7 seconds of the loop, and no problem made.
     const validate = compile({ type: 'object', properties: { xs: { type: 'array', items: { allOf: Array.from({ length: 1990 }, () => ({ type: 'object' })) } } } });
     const issues = validate({ xs: Array.from({ length: 40_000 }, () => ({})) });
-    expect(issues).toEqual([expect.objectContaining({ path: '', keyword: 'allOf', reason: expect.stringMatching(/took more than \d+ units of the validator's work/) as string })]);
+    expect(issues).toEqual([expect.objectContaining({ path: '', keyword: 'allOf', reason: expect.stringMatching(/made more than \d+ of the validator's checks/) as string })]);
     expect(validate({ xs: Array.from({ length: 40_000 }, () => ({})) })).toEqual(issues);
     // A short array of the same items is checked as before.
     expect(validate({ xs: [{}, {}] })).toEqual([]);

@@ -166,19 +166,24 @@ const problemsIssue = (limit: number): SchemaIssue =>
     "send a smaller value, or ask the schema's author to narrow its unions (anyOf, oneOf) (see docs/schemas.md)",
   );
 
-/** The one issue a call gets when checking its value ran the validator's code past the allowance of work (validation-fuel.ts). */
+/** The one issue a call gets when checking its value made more of the validator's checks than its allowance (validation-fuel.ts). */
 const workIssue = (limit: number): SchemaIssue =>
   unchecked(
     'allOf',
-    `checking it took more than ${limit} units of the validator's work (${WORK_BASE} plus ${WORK_PER_NODE} per value it holds): the schema applies more subschemas to each item than the value's size allows`,
+    `checking it made more than ${limit} of the validator's checks (${WORK_BASE} plus ${WORK_PER_NODE} per value it holds): the schema applies more subschemas to each item than the value's size allows`,
     "send a smaller value, or ask the schema's author to apply fewer subschemas to each item (see docs/schemas.md)",
   );
 
 /** The one issue a call gets when a validation ran out of one of its allowances. */
 function fuelIssue(err: FuelExhausted): SchemaIssue {
-  if (err.kind === 'refs') return refCallsIssue(err.limit);
-  if (err.kind === 'problems') return problemsIssue(err.limit);
-  return workIssue(err.limit);
+  switch (err.kind) {
+    case 'refs':
+      return refCallsIssue(err.limit);
+    case 'problems':
+      return problemsIssue(err.limit);
+    case 'work':
+      return workIssue(err.limit);
+  }
 }
 
 /** The one issue a call gets when a pattern only the backtracking engine reads was stopped on its value (bounded-regexp.ts). */
