@@ -10,6 +10,7 @@ import { firstDynamicRef, probeValues } from './probes.js';
 import { FuelExhausted, fuelInstance, meterValidation, PROBLEMS_BASE, PROBLEMS_PER_NODE, REF_CALLS_BASE, REF_CALLS_PER_NODE, withValidationFuel, WORK_BASE, WORK_PER_NODE } from './validation-fuel.js';
 import { schemaSizeExcess } from './schema-size.js';
 import { uniqueItemsKeyword } from './unique-items.js';
+import { pointerSegment } from '../wire/json-pointer.js';
 
 // ajv-formats is CommonJS with a `default` property; under NodeNext the default
 // import is the whole module object, so pick the function out explicitly.
@@ -282,10 +283,6 @@ export function compileSchema(schema: JsonSchema): { ok: true; validate: Compile
   return { ok: true, validate };
 }
 
-function escapePointer(segment: string): string {
-  return segment.replace(/~/g, '~0').replace(/\//g, '~1');
-}
-
 /**
  * Ajv reports a missing property at its parent; people want the path of the
  * field they must add, so `required` and `additionalProperties` point at the
@@ -295,11 +292,11 @@ function toIssues(errors: readonly ErrorObject[]): SchemaIssue[] {
   return errors.map((e) => {
     const params = e.params as Record<string, unknown>;
     if (e.keyword === 'required' && typeof params.missingProperty === 'string') {
-      return { path: `${e.instancePath}/${escapePointer(params.missingProperty)}`, reason: 'is required but missing', keyword: e.keyword };
+      return { path: `${e.instancePath}/${pointerSegment(params.missingProperty)}`, reason: 'is required but missing', keyword: e.keyword };
     }
     if (e.keyword === 'additionalProperties' && typeof params.additionalProperty === 'string') {
       return {
-        path: `${e.instancePath}/${escapePointer(params.additionalProperty)}`,
+        path: `${e.instancePath}/${pointerSegment(params.additionalProperty)}`,
         reason: 'is not a property this schema allows',
         keyword: e.keyword,
       };

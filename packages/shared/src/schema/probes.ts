@@ -1,3 +1,4 @@
+import { pointerSegment } from '../wire/json-pointer.js';
 import { isJsonObject, type JsonSchema } from './json-schema.js';
 
 /** How deep {@link probeValues} follows `properties` and `items` when it shapes a value after the schema. */
@@ -67,7 +68,7 @@ export function firstDynamicRef(schema: unknown, path = ''): string | undefined 
   if (!isJsonObject(schema)) return undefined;
   if (typeof schema.$dynamicRef === 'string') return `${path}/$dynamicRef`;
   for (const [key, value] of Object.entries(schema)) {
-    const found = firstDynamicRef(value, `${path}/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`);
+    const found = firstDynamicRef(value, `${path}/${pointerSegment(key)}`);
     if (found !== undefined) return found;
   }
   return undefined;

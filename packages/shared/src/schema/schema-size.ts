@@ -1,3 +1,5 @@
+import { pointerSegment } from '../wire/json-pointer.js';
+
 /**
  * The bound on how much schema one tool may ask the validator to compile.
  *
@@ -28,10 +30,6 @@ export interface SchemaSizeExcess {
   readonly reason: string;
 }
 
-function escape(segment: string): string {
-  return segment.replace(/~/g, '~0').replace(/\//g, '~1');
-}
-
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
 /** What {@link measureSchema} found: how many subschemas it counted, and where the schema passed a bound, if it did. */
@@ -43,37 +41,36 @@ export interface SchemaMeasure {
 
 /**
  * Counts `schema`'s subschemas and levels, stopping at the first place it
- * passes `limits` (by default {@link MAX_SUBSCHEMAS} and
- * {@link MAX_SCHEMA_DEPTH}). Subschemas are the objects under schema keywords
+ * passes {@link MAX_SUBSCHEMAS} or {@link MAX_SCHEMA_DEPTH}. Subschemas are the objects under schema keywords
  * (`properties`' members, `items`, `anyOf`'s entries, an unknown keyword's
  * object too: counting more is the safe side); `enum`, `const`, `default`,
  * `examples` and `x-*` annotations are data and not counted. Walked with a
  * stack of its own, so any depth is measured, not overflowed.
  */
-export function measureSchema(schema: unknown, limits: { readonly subschemas: number; readonly depth: number } = { subschemas: MAX_SUBSCHEMAS, depth: MAX_SCHEMA_DEPTH }): SchemaMeasure {
+export function measureSchema(schema: unknown): SchemaMeasure {
   if (!isObject(schema)) return { subschemas: 0, excess: undefined };
   const stack: { node: Record<string, unknown>; path: string; depth: number }[] = [{ node: schema, path: '', depth: 1 }];
   let count = 0;
   while (stack.length > 0) {
     const { node, path, depth } = stack.pop() as (typeof stack)[number];
     count += 1;
-    if (depth > limits.depth) {
-      const reason = `the schema nests subschemas more than ${limits.depth} levels deep, which the validator cannot compile in bounded time; flatten it, or describe recursion with a $ref to a definition in $defs`;
+    if (depth > MAX_SCHEMA_DEPTH) {
+      const reason = `the schema nests subschemas more than ${MAX_SCHEMA_DEPTH} levels deep, which the validator cannot compile in bounded time; flatten it, or describe recursion with a $ref to a definition in $defs`;
       return { subschemas: count, excess: { path, reason } };
     }
-    if (count > limits.subschemas) {
-      const reason = `the schema holds more than ${limits.subschemas} subschemas, which the validator cannot compile in bounded time; split the tool, or share repeated parts with a $ref to one definition in $defs`;
+    if (count > MAX_SUBSCHEMAS) {
+      const reason = `the schema holds more than ${MAX_SUBSCHEMAS} subschemas, which the validator cannot compile in bounded time; split the tool, or share repeated parts with a $ref to one definition in $defs`;
       // The schema as a whole is too large: no one subschema is to blame.
       return { subschemas: count, excess: { path: '', reason } };
     }
     for (const key of Object.keys(node)) {
       if (DATA_KEYWORDS.has(key) || key.startsWith('x-')) continue;
       const value = node[key];
-      const at = `${path}/${escape(key)}`;
+      const at = `${path}/${pointerSegment(key)}`;
       if (SCHEMA_MAPS.has(key) && isObject(value)) {
         for (const name of Object.keys(value)) {
           const member = value[name];
-          if (isObject(member)) stack.push({ node: member, path: `${at}/${escape(name)}`, depth: depth + 1 });
+          if (isObject(member)) stack.push({ node: member, path: `${at}/${pointerSegment(name)}`, depth: depth + 1 });
         }
       } else if (Array.isArray(value)) {
         value.forEach((item, i) => {

@@ -3,6 +3,7 @@ import { InvalidDefinitionError, InvalidTierError } from '../errors/errors.js';
 import { compileSchema } from '../schema/compile.js';
 import { emptyObjectSchema, JsonSchema } from '../schema/json-schema.js';
 import { TierInput } from '../tiers/tier.js';
+import { pointerSegment } from '../wire/json-pointer.js';
 import { ToolName } from './call.js';
 
 /** Host worker pools are named like queues: no `:` (BullMQ) and no `.` (our separator). */
@@ -79,7 +80,7 @@ export type ToolDefinitionInput = z.input<typeof ToolDefinition>;
 const StrictToolDefinition = z.strictObject(fields);
 
 function pointer(path: readonly PropertyKey[]): string {
-  return path.map((p) => `/${String(p).replace(/~/g, '~0').replace(/\//g, '~1')}`).join('');
+  return path.map((p) => `/${pointerSegment(String(p))}`).join('');
 }
 
 function deepFreeze<T>(value: T): T {
