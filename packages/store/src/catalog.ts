@@ -165,23 +165,21 @@ export class Catalog {
     const versions = this.#redis.pipeline();
     for (const lane of lanes) versions.get(this.#keys.catalogVersion(lane));
     const versionOf = ((await versions.exec()) ?? []).map(([err, value]) => (err || typeof value !== 'string' ? undefined : value));
-    const stale = lanes.filter((lane, i) => {
-      const version = versionOf[i];
-      const before = this.#lanesRead.get(lane);
-      // A lane without a version (announced by a worker that keeps none, or a Redis that lost the key) is read every time.
-      return full || version === undefined || before?.version !== version;
-    });
+    // A lane without a version (announced by a worker that keeps none, or a Redis that lost the key) is read every time.
+    const stale = lanes
+      .map((lane, i) => ({ lane, version: versionOf[i] }))
+      .filter(({ lane, version }) => full || version === undefined || this.#lanesRead.get(lane)?.version !== version);
     // The lanes read now, kept for later snapshots or not.
     const fresh = new Map<string, LaneRead>();
     if (stale.length > 0) {
       const reads = this.#redis.pipeline();
-      for (const lane of stale) reads.hgetall(this.#keys.catalogDefinitions(lane)).hgetall(this.#keys.catalogPacks(lane));
+      for (const { lane } of stale) reads.hgetall(this.#keys.catalogDefinitions(lane)).hgetall(this.#keys.catalogPacks(lane));
       const hashes = (await reads.exec()) ?? [];
-      stale.forEach((lane, i) => {
+      stale.forEach(({ lane, version }, i) => {
         const [defError, definitions] = hashes[2 * i] ?? [];
         const [packError, packHash] = hashes[2 * i + 1] ?? [];
         // The version read before these hashes: at worst older than what they hold, so the next read looks again.
-        const read: LaneRead = { version: versionOf[lanes.indexOf(lane)], announced: [], packs: [], skipped: [] };
+        const read: LaneRead = { version, announced: [], packs: [], skipped: [] };
         if (defError) read.skipped.push(`lane '${lane}' definitions (${String(defError)})`);
         else for (const [name, json] of Object.entries((definitions ?? {}) as Record<string, string>)) read.announced.push({ lane, name, json, hash: definitionHash(json) });
         if (packError) read.skipped.push(`lane '${lane}' packs (${String(packError)})`);

@@ -267,9 +267,11 @@ return {'cancelled', unpack(targets)}`;
 export const ANNOUNCE_TOOLS = `
 local n = #KEYS - 4
 local conflicts = {}
+local differs = {}
 for j = 1, n do
   local existing = redis.call('HGET', KEYS[1], ARGV[4 + 2 * j])
-  if existing and existing ~= ARGV[5 + 2 * j] then
+  differs[j] = existing ~= ARGV[5 + 2 * j]
+  if existing and differs[j] then
     redis.call('ZREMRANGEBYSCORE', KEYS[4 + j], '-inf', ARGV[2])
     local others = redis.call('ZCARD', KEYS[4 + j])
     if redis.call('ZSCORE', KEYS[4 + j], ARGV[1]) then others = others - 1 end
@@ -292,7 +294,7 @@ end
 if #conflicts > 0 then return conflicts end
 local changed = false
 for j = 1, n do
-  if redis.call('HGET', KEYS[1], ARGV[4 + 2 * j]) ~= ARGV[5 + 2 * j] then
+  if differs[j] then
     redis.call('HSET', KEYS[1], ARGV[4 + 2 * j], ARGV[5 + 2 * j])
     changed = true
   end
