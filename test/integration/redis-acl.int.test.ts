@@ -370,6 +370,11 @@ describe('the fleet’s own Redis code under the ACL', () => {
     // Worker side: announce the tool (ANNOUNCE_TOOLS script + PUBLISH).
     const workerCatalog = new Catalog(workerCommands, keys);
     await workerCatalog.announce('platform', 'w1', [echoDefinition], 60_000, { notify: true });
+    // And renews its leases alone: RENEW_LEASES runs under the worker's user (a command the ACL refused would throw here).
+    const lease = await workerCommands.zscore(keys.catalogLeases('platform', 'echo'), 'w1');
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    await workerCatalog.renew('platform', 'w1', [echoDefinition], 60_000);
+    expect(Number(await workerCommands.zscore(keys.catalogLeases('platform', 'echo'), 'w1'))).toBeGreaterThan(Number(lease));
     // Its own lane only: a platform worker cannot claim a tool in the host lane.
     await expect(workerCatalog.announce('host', 'w1', [{ ...echoDefinition, name: 'db_query', tier: 'host' }], 60_000)).rejects.toThrow(NOPERM);
     const snapshot = await new Catalog(dispatcherCommands, keys).snapshot();

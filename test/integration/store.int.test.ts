@@ -539,6 +539,45 @@ describe('the live catalog', () => {
     await catalog.withdraw(lane, 'w2', [tool('two')]);
   });
 
+  it('renews live leases without sending the definitions again, and announces in full once a lease lapsed or the list is gone', async () => {
+    const catalog = new Catalog(redis, keys);
+    const lane = 'host.renewals';
+    const tool = (description: string) => ({ ...def(description), name: 'renewed_tool', tier: 'host' as const, pool: 'renewals' });
+    const stored = async () => (JSON.parse((await redis.hget(keys.catalogDefinitions(lane), 'renewed_tool'))!) as { description: string }).description;
+    const lease = async (worker: string) => Number(await redis.zscore(keys.catalogLeases(lane, 'renewed_tool'), worker));
+    const list = [tool('one')];
+    await catalog.announce(lane, 'w1', list, 10_000);
+    const version = await redis.get(keys.catalogVersion(lane));
+    const first = await lease('w1');
+    // A definition changed behind the catalog's back stays changed: the renewal did not write the list again.
+    await redis.hset(keys.catalogDefinitions(lane), 'renewed_tool', JSON.stringify(tool('behind')));
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    await catalog.renew(lane, 'w1', list, 10_000);
+    expect(await stored()).toBe('behind');
+    expect(await lease('w1')).toBeGreaterThan(first);
+    expect(await redis.get(keys.catalogVersion(lane))).toBe(version);
+    // A lease gone (lapsed, or a Redis that lost it): the renewal announces in full, definition and version included.
+    await redis.zrem(keys.catalogLeases(lane, 'renewed_tool'), 'w1');
+    await catalog.renew(lane, 'w1', list, 10_000);
+    expect(await stored()).toBe('one');
+    expect(await lease('w1')).toBeGreaterThan(Date.now());
+    expect(await redis.get(keys.catalogVersion(lane))).not.toBe(version);
+    // So does a definition or a pack that is gone while the leases live.
+    await redis.hdel(keys.catalogDefinitions(lane), 'renewed_tool');
+    await catalog.renew(lane, 'w1', list, 10_000);
+    expect(await stored()).toBe('one');
+    await redis.del(keys.catalogPacks(lane));
+    await catalog.renew(lane, 'w1', list, 10_000);
+    expect(Object.keys(await redis.hgetall(keys.catalogPacks(lane)))).toHaveLength(1);
+    // A lease that lapsed while another worker took the name with another definition: the full announcement refuses.
+    await redis.zadd(keys.catalogLeases(lane, 'renewed_tool'), Date.now() - 1, 'w1');
+    await catalog.announce(lane, 'w2', [tool('two')], 10_000);
+    await expect(catalog.renew(lane, 'w1', list, 10_000)).rejects.toMatchObject({ code: 'REGISTRY_ERROR' });
+    expect(await stored()).toBe('two');
+    await catalog.withdraw(lane, 'w1', list);
+    await catalog.withdraw(lane, 'w2', [tool('two')]);
+  });
+
   it('keeps each lane\'s tools apart, and sets aside a name announced in two lanes', async () => {
     const catalog = new Catalog(redis, keys);
     const hostDef = { ...def('x'), name: 'lane_tool', tier: 'host' as const };

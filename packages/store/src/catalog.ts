@@ -3,7 +3,7 @@ import { type FleetKeys, packQueueName } from './keys.js';
 import { laneQueueName, parseLane } from './lanes.js';
 import { definitionHash, packJson, packOf, parsePack, type ToolPack } from './packs.js';
 import type { RedisConnection } from './redis.js';
-import { ANNOUNCE_TOOLS, luaScript } from './scripts.js';
+import { ANNOUNCE_TOOLS, luaScript, RENEW_LEASES } from './scripts.js';
 
 /** One tool pack of a lane as the catalog holds it, with its queue's backlog. */
 export interface PackEntry extends ToolPack {
@@ -48,6 +48,7 @@ export class Catalog {
   readonly #redis: RedisConnection;
   readonly #keys: FleetKeys;
   readonly #announce;
+  readonly #renew;
   /** The pack of each definitions list announced through this catalog: a worker renews the same list every few seconds. */
   readonly #packs = new WeakMap<readonly ToolDefinition[], { readonly name: string | undefined; readonly pack: ToolPack }>();
 
@@ -55,6 +56,7 @@ export class Catalog {
     this.#redis = redis;
     this.#keys = keys;
     this.#announce = luaScript<(string | number)[]>(redis, 'forgeAnnounceTools', 'variable', ANNOUNCE_TOOLS);
+    this.#renew = luaScript<number>(redis, 'forgeRenewLeases', 'variable', RENEW_LEASES);
   }
 
   /** Each definitions list's stable JSON, written once per list for the same reason (5,000 MCP tools are 16 MB of it). */
@@ -120,6 +122,25 @@ export class Catalog {
       );
     }
     if (options.notify === true) await this.#redis.publish(this.#keys.catalogChannel, workerId);
+  }
+
+  /**
+   * Renews the worker's leases on a list it announced: the leases alone while
+   * they are all live (the definitions are not sent again), else the whole
+   * announcement, which checks and writes them as {@link announce} does.
+   * @throws RegistryError as {@link announce}, when the full announcement finds a conflict.
+   */
+  async renew(lane: string, workerId: string, definitions: readonly ToolDefinition[], leaseMs: number, options: { pack?: string | undefined } = {}): Promise<void> {
+    const now = Date.now();
+    const pack = this.#packOf(definitions, options.pack);
+    const keys = [
+      this.#keys.catalogDefinitions(lane),
+      this.#keys.catalogPacks(lane),
+      this.#keys.catalogPackLeases(lane, pack.id),
+      ...definitions.map((d) => this.#keys.catalogLeases(lane, d.name)),
+    ];
+    const args: (string | number)[] = [workerId, now, now + leaseMs, pack.id, ...definitions.map((d) => d.name)];
+    if ((await this.#renew(keys, args)) !== 1) await this.announce(lane, workerId, definitions, leaseMs, options);
   }
 
   /** Gives up the worker's leases (on shutdown), so dispatchers stop routing to it at once and re-home what its pack leaves queued. */

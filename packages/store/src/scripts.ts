@@ -310,6 +310,31 @@ redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
 return {}`;
 
 /**
+ * A worker renews the leases of a list it announced, without sending the
+ * list again (5,000 MCP tools are 16 MB of definitions every few seconds).
+ * While every lease of the worker is live, no other worker can have changed
+ * one of its definitions or its pack (ANNOUNCE_TOOLS refuses a change while
+ * another live worker serves the name), so there is nothing to compare. It
+ * renews only when each lease is still live and each definition and the
+ * pack are still there; otherwise (a lease let lapse, a Redis that lost its
+ * data) it writes nothing and returns 0, and the worker announces in full.
+ * KEYS: the lane's definitions, its packs, this pack's leases, then one
+ * lease set per tool. ARGV: worker id, now, lease expiry, pack id, then one
+ * name per tool. Returns 1 when renewed.
+ */
+export const RENEW_LEASES = `
+local now = tonumber(ARGV[2])
+if redis.call('HEXISTS', KEYS[2], ARGV[4]) == 0 then return 0 end
+for i = 3, #KEYS do
+  local expiry = redis.call('ZSCORE', KEYS[i], ARGV[1])
+  if not expiry or tonumber(expiry) <= now then return 0 end
+  if i > 3 and redis.call('HEXISTS', KEYS[1], ARGV[1 + i]) == 0 then return 0 end
+end
+for i = 3, #KEYS do redis.call('ZADD', KEYS[i], ARGV[3], ARGV[1]) end
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ARGV[2])
+return 1`;
+
+/**
  * A person approved a call waiting for approval: it becomes queued (its job
  * is enqueued next), with who decided and, for a modification, the envelope
  * that will run. Returns {'ok'}, {'expired'} when its approval deadline has

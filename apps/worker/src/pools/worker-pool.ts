@@ -140,7 +140,7 @@ export class WorkerPool {
     const definitions = [...this.#tools.values()].map((t) => t.definition);
     await catalog.announce(this.lane, this.id, definitions, o.leaseMs, { pack: o.pack });
     this.#leaseTimer = setInterval(() => {
-      catalog.announce(this.lane, this.id, definitions, o.leaseMs, { pack: o.pack }).catch((err: unknown) => o.log.error({ err }, 'catalog lease renewal failed'));
+      catalog.renew(this.lane, this.id, definitions, o.leaseMs, { pack: o.pack }).catch((err: unknown) => o.log.error({ err }, 'catalog lease renewal failed'));
       if (!keyCheck.verified) keyCheck.verify(0).catch((err: unknown) => this.#wrongKey(err));
     }, Math.max(100, Math.floor(o.leaseMs / 3)));
 
