@@ -139,6 +139,20 @@ describe('the HTTP doors', () => {
     }, 60_000);
   });
 
+  describe('9b: a cold burst of real clients is not mistaken for a slowloris', () => {
+    it(`serves ${MAX_UNAUTHENTICATED * 3} concurrent POST /mcp, each on a new connection with a valid token, without a 503`, async () => {
+      // Its own dispatcher, with the default headers timeout (and so the default grace a new connection has to send its request).
+      const cold = await fleet.dispatcher({ FORGE_DEV_MODE: '0', FORGE_MAX_UNAUTHENTICATED_CONNECTIONS: String(MAX_UNAUTHENTICATED) });
+      const host = new URL(cold.url).host;
+      const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' });
+      const request = `POST /mcp HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${agent}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
+      const answers = await Promise.all(Array.from({ length: MAX_UNAUTHENTICATED * 3 }, () => exchange(cold.url, request)));
+      const statuses = new Map<number, number>();
+      for (const a of answers) statuses.set(a.status, (statuses.get(a.status) ?? 0) + 1);
+      expect(Object.fromEntries(statuses)).toEqual({ 200: MAX_UNAUTHENTICATED * 3 });
+    }, 60_000);
+  });
+
   describe('10: Host and Origin are checked on /v1 and /mcp', () => {
     const mcpCall = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo', arguments: { rebound: true } } });
     const post = (path: string, host: string, body: string, extra = '') =>

@@ -80,6 +80,9 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   // JSON bodies are parsed by http/json-body.ts: prototype keys refused with a message naming them (the call routes
   // leave them to the call's own check, so each call is answered alike on every entrance).
   jsonBodies(app, 'refuse');
+  // No route reads text: without fastify's own text/plain parser such a body is refused 415 with the type sent, as any
+  // other type is, rather than handed to a route as a string that then fails its schema (400).
+  app.removeContentTypeParser('text/plain');
   const gate = new ConnectionGate(doors);
   gate.attach(app.server);
   registerDoors(app, { auth: deps.auth, options: doors, gate, streamMaxAgeMs: STREAM_MAX_AGE_MS });

@@ -21,6 +21,7 @@ import type { CallService } from '../pipeline/call-service.js';
 import { asFleetError, errorBody, parseRequest } from './errors.js';
 import { hangUpOf } from './hang-up.js';
 import { jsonBodies } from './json-body.js';
+import { MEDIA_TYPE_REMEDY, mediaTypeOf } from './media-type.js';
 
 /** `?wait=<ms>`: how long a request holds out for the call to end (also described by openapi.ts). */
 export const WaitQuery = z.object({
@@ -134,7 +135,7 @@ export function callRoutes(calls: CallService, auth: Authenticator, options: Cal
       const caller = await callerOf(request, auth);
       const { wait } = parseRequest(WaitQuery, request.query, 'query');
       const input = request.body;
-      if (!(input instanceof Readable)) throw new UnsupportedMediaTypeError(request.headers['content-type'] ?? 'none', 'send a call stream as content-type application/x-ndjson, one call per line');
+      if (!(input instanceof Readable)) throw new UnsupportedMediaTypeError(mediaTypeOf(request.headers['content-type']), MEDIA_TYPE_REMEDY.callStream);
       const signal = hangUpOf(request.raw.socket);
       const opened = Date.now();
       const out = new PassThrough();

@@ -53,6 +53,12 @@ export const DoorOptions = z
     maxConnections: z.number().int().positive().optional(),
     /** Most connections open at once that have not yet shown a valid token. @defaultValue 512, and at most maxConnections */
     maxUnauthenticatedConnections: z.number().int().positive().optional(),
+    /**
+     * How long a new connection has to send its request before it may be closed to keep the unauthenticated
+     * connections under their cap (a cold burst of real clients is accepted faster than their requests are read).
+     * @defaultValue a tenth of headersTimeoutMs (1000 with its default)
+     */
+    unauthenticatedGraceMs: z.number().int().nonnegative().optional(),
   })
   .transform((o) => {
     const fds = openFileLimit();
@@ -62,6 +68,7 @@ export const DoorOptions = z
       allowedHosts: o.allowedHosts ?? (LOOPBACK_LISTEN.test(o.listenHost) ? [...LOOPBACK_HOSTS] : ['*']),
       maxConnections,
       maxUnauthenticatedConnections: o.maxUnauthenticatedConnections ?? Math.min(512, maxConnections),
+      unauthenticatedGraceMs: o.unauthenticatedGraceMs ?? Math.floor(o.headersTimeoutMs / 10),
     };
   })
   .refine((o) => o.maxUnauthenticatedConnections <= o.maxConnections, { message: 'maxUnauthenticatedConnections is more than maxConnections', path: ['maxUnauthenticatedConnections'] });

@@ -1,8 +1,9 @@
 import { isRedisAway } from '@forge-fleet/store';
 import { BadRequestError, type FleetError, InternalError, isFleetError, PayloadTooLargeError, RouteNotFoundError, toWireError, UnavailableError, UnsupportedMediaTypeError } from '@forge-fleet/shared';
-import type { FastifyError, FastifyInstance } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify';
 import type { DecisionAudit } from '../audit/decisions.js';
 import { bearerChallenge } from '../auth/authenticator.js';
+import { MEDIA_TYPE_REMEDY, mediaTypeOf } from './media-type.js';
 import { type output, ZodError, type ZodType } from 'zod';
 
 /** The body of every error answer: `{ error: { code, message, …details } }`. */
@@ -35,12 +36,24 @@ export function asFleetError(error: unknown): FleetError {
   return new InternalError(error instanceof Error ? error.message : String(error), { cause: error });
 }
 
+/**
+ * Whether fastify refused a request's body for its media type: no parser of
+ * the route reads it (text/plain included: the app removes fastify's own), or
+ * the header does not parse. Its message names no type; the request's header does.
+ */
+export function isUnreadMediaType(error: unknown): boolean {
+  if (typeof error !== 'object' || error === null || isFleetError(error)) return false;
+  const { code, statusCode } = error as Partial<FastifyError>;
+  return code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' || statusCode === 415;
+}
+
 /** Turns what fastify itself raises (bad JSON, body too large…) into our codes. */
-function fromFastify(error: FastifyError, bodyLimit: number): FleetError {
+function fromFastify(error: FastifyError, bodyLimit: number, request: FastifyRequest): FleetError {
   if (isRedisAway(error)) return new UnavailableError(error.message, { cause: error });
   if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || error.statusCode === 413) return new PayloadTooLargeError(bodyLimit);
-  if (error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' || error.statusCode === 415) {
-    return new UnsupportedMediaTypeError(/'([^']*)'/.exec(error.message)?.[1] ?? 'unknown', 'send application/json (a call stream, application/x-ndjson, goes to POST /v1/calls/stream)');
+  if (isUnreadMediaType(error)) {
+    const remedy = request.routeOptions.url === '/v1/calls/stream' ? MEDIA_TYPE_REMEDY.callStream : MEDIA_TYPE_REMEDY.json;
+    return new UnsupportedMediaTypeError(mediaTypeOf(request.headers['content-type']), remedy);
   }
   if (error instanceof ZodError) return new BadRequestError(zodIssues(error, 'body'));
   if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) return new BadRequestError(error.message);
@@ -58,7 +71,7 @@ export function registerErrorHandling(app: FastifyInstance, bodyLimit: number, a
       request.log.info('client went away before its answer was complete');
       return;
     }
-    const fleetError = isFleetError(error) ? error : fromFastify(error, bodyLimit);
+    const fleetError = isFleetError(error) ? error : fromFastify(error, bodyLimit, request);
     if (fleetError.httpStatus >= 500 && fleetError.code === 'INTERNAL') request.log.error({ err: error }, 'request failed');
     else request.log.info({ code: fleetError.code }, 'request refused');
     // Refusals before any call existed; the call service audits the refusals of calls.

@@ -39,7 +39,7 @@ const NO_BATCHES_SINCE = '2025-06-18';
 /** A JSON-RPC error answer of `/mcp`: its HTTP status and body. */
 export interface JsonRpcRefusal {
   readonly status: number;
-  readonly body: { jsonrpc: '2.0'; id?: string | number | null; error: { code: number; message: string } };
+  readonly body: { jsonrpc: '2.0'; id?: string | number | null; error: { code: number; message: string; data?: Record<string, unknown> } };
 }
 
 /** Why a message does not fit, and whom to tell: the request's id, or none (a notification, or an unreadable message). */
@@ -61,6 +61,29 @@ export function parseRefusal(problem: 'not-json' | 'forbidden-key'): JsonRpcRefu
   return problem === 'not-json'
     ? refusal(400, ErrorCode.ParseError, 'Parse error: the body is not JSON; send one JSON-RPC 2.0 message as a JSON object', null)
     : refusal(400, ErrorCode.InvalidRequest, 'Invalid Request: a "__proto__" or "constructor.prototype" key is not accepted anywhere in the body', null);
+}
+
+/** JSON-RPC's implementation-defined server-error code, which the SDK's transport answers a refused media type with. */
+const SERVER_ERROR = -32000;
+
+/**
+ * A JSON-RPC 2.0 answer (415) for a body in a media type `/mcp` does not read,
+ * naming the type sent (`contentType`: its media type, `none` when no type was
+ * sent) in the message and in `data`, beside the fleet's code.
+ */
+export function mediaTypeRefusal(contentType: string): JsonRpcRefusal {
+  return {
+    status: 415,
+    body: {
+      jsonrpc: '2.0',
+      id: null,
+      error: {
+        code: SERVER_ERROR,
+        message: `Unsupported Media Type: a body of content-type '${contentType}' is not read here; send one JSON-RPC 2.0 message as application/json`,
+        data: { code: 'UNSUPPORTED_MEDIA_TYPE', contentType },
+      },
+    },
+  };
 }
 
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);

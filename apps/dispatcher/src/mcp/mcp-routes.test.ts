@@ -68,6 +68,25 @@ describe('annotationsOf', () => {
     expect(annotationsOf(define({ name: 'h2', tier: 'host', annotations: relaxed }))).toEqual({ readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true });
     expect(annotationsOf(define({ name: 'r2', tier: 'platform', speculatable: true, annotations: { readOnlyHint: false } }))).toMatchObject({ readOnlyHint: false });
   });
+
+  it('never lists a tool read-only that its annotations call destructive', () => {
+    // readOnlyHint absent: MCP's default (false) is the server's word, and the destructive claim wins over `speculatable`.
+    expect(annotationsOf(define({ name: 'd', tier: 'platform', speculatable: true, annotations: { destructiveHint: true } }))).toEqual({ readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true });
+    // A server that says both is taken at its more careful word.
+    expect(annotationsOf(define({ name: 'd2', tier: 'host', speculatable: true, annotations: { readOnlyHint: true, destructiveHint: true } }))).toMatchObject({ readOnlyHint: false, destructiveHint: true });
+  });
+
+  it("takes MCP's defaults for hints absent from a definition's annotations, and lists the more careful of each", () => {
+    // `{}`: the server claimed nothing, so MCP's defaults (not read-only, destructive, not idempotent, open world) stand.
+    expect(annotationsOf(define({ name: 'u', tier: 'platform', speculatable: true, retryable: true, annotations: {} }))).toEqual({ readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true });
+    // Read-only where both say so; destructiveHint then means nothing (MCP: meaningful only when not read-only) and is false.
+    expect(annotationsOf(define({ name: 'ro', tier: 'platform', speculatable: true, annotations: { readOnlyHint: true } }))).toEqual({ readOnlyHint: true, destructiveHint: false, idempotentHint: false, openWorldHint: true });
+    // Idempotent only where both say so; closed world only where both say so.
+    expect(annotationsOf(define({ name: 'i', tier: 'embedded', retryable: true, annotations: { idempotentHint: true, openWorldHint: false, destructiveHint: false } }))).toEqual({ readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false });
+    expect(annotationsOf(define({ name: 'i2', tier: 'embedded', annotations: { idempotentHint: true, openWorldHint: false, destructiveHint: false } }))).toMatchObject({ idempotentHint: false });
+    // An author's annotations count as a server's do.
+    expect(annotationsOf(define({ name: 'a', tier: 'platform', requiresConfirmation: true, annotations: { destructiveHint: false, openWorldHint: false } }))).toMatchObject({ destructiveHint: true, openWorldHint: false });
+  });
 });
 
 describe('/mcp with the official client (stubbed catalog, page size 2)', () => {

@@ -19,7 +19,8 @@ import type { ServerResponse } from 'node:http';
 import type { DecisionAudit } from '../audit/decisions.js';
 import { type Authenticator, type Caller, requireRole } from '../auth/authenticator.js';
 import type { CatalogView } from '../catalog/catalog-view.js';
-import { asFleetError } from '../http/errors.js';
+import { asFleetError, isUnreadMediaType } from '../http/errors.js';
+import { mediaTypeOf } from '../http/media-type.js';
 import { dispatcherVersion } from '../http/openapi.js';
 import type { CallService } from '../pipeline/call-service.js';
 import { checkArguments } from '../limits/arguments.js';
@@ -29,7 +30,7 @@ import type { McpCancelBus } from './cancel-bus.js';
 import { hangUpOf } from '../http/hang-up.js';
 import { InFlightCalls } from './in-flight.js';
 import { type DirectCall, directCallOf, internalErrorOf, writeDirectAnswer } from './direct-call.js';
-import { checkBody, parseRefusal } from './json-rpc-body.js';
+import { checkBody, mediaTypeRefusal, parseRefusal } from './json-rpc-body.js';
 import { type ProgressNotice, ProgressNotices } from './progress-notices.js';
 import { DEFAULT_PAGE_SIZE, listPage, META } from './tool-listing.js';
 
@@ -276,6 +277,16 @@ export function mcpRoutes(deps: McpDeps, options: McpOptions = {}) {
       }
       const problem = prototypeProblem(text, value);
       done(null, new McpBody(problem === undefined ? value : problem === 'forbidden-argument' ? value : undefined, problem));
+    });
+    // A body no parser here reads (anything but application/json, or no content-type) is refused by fastify before the
+    // route runs; on /mcp that refusal is JSON-RPC too, naming the type sent. Every other error goes on to the app's handler.
+    app.setErrorHandler((error, request, reply) => {
+      if (!isUnreadMediaType(error)) throw error;
+      const refused = mediaTypeRefusal(mediaTypeOf(request.headers['content-type']));
+      request.log.info({ code: refused.body.error.code }, 'MCP message refused');
+      // Refused before its body was read: the rest of it is not waited for (as the app's handler does).
+      if (!request.raw.complete) void reply.header('connection', 'close');
+      return reply.status(refused.status).type('application/json').send(refused.body);
     });
     app.post('/mcp', async (request, reply) => {
       // Refused here, before the transport: a 401 with the usual error body (and an audit entry).

@@ -42,6 +42,28 @@ describe('ProgressNotices', () => {
     ]);
   });
 
+  it("passes a tool's fractional first report unshifted when it is above the last notice", () => {
+    const sent = play([{ status: 'queued' }, { progress: 0.1, total: 1 }, { progress: 0.2, total: 1 }, { progress: 0.5, total: 1 }, { status: 'completed' }]);
+    expect(sent).toEqual([
+      { progress: 0, message: 'queued' },
+      { progress: 0.1, total: 1 },
+      { progress: 0.2, total: 1 },
+      { progress: 0.5, total: 1 },
+      { progress: 1.5, total: 1.5, message: 'completed' },
+    ]);
+    expect(increasing(sent)).toBe(true);
+  });
+
+  it('shifts a first report equal to the last notice one past it, and one below it likewise', () => {
+    expect(play([{ status: 'queued' }, { status: 'running' }, { progress: 1, total: 4 }, { progress: 1.5, total: 4 }]).map((n) => [n.progress, n.total])).toEqual([
+      [0, undefined],
+      [1, undefined],
+      [2, 5],
+      [2.5, 5],
+    ]);
+    expect(play([{ status: 'queued' }, { status: 'running' }, { progress: 0.25, total: 1 }]).at(-1)).toEqual({ progress: 2, total: 2.75 });
+  });
+
   it('counts statuses 0, 1, 2… until the tool reports, then leaves intermediate statuses out', () => {
     const sent = play([{ status: 'queued' }, { status: 'running' }, { progress: 0.5, total: 1 }, { status: 'running' }, { progress: 1, total: 1 }, { status: 'failed' }]);
     expect(sent.map((n) => n.progress)).toEqual([0, 1, 2, 2.5, 3.5]);

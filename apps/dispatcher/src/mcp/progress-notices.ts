@@ -17,8 +17,9 @@ export interface ProgressNotice {
  * - Status notices, until the tool first reports, count 0, 1, 2…
  * - The tool's reports keep the tool's scale, shifted once (at its first
  *   report) by the least that puts that report above the last notice sent:
- *   by 0 when its numbers already are (its own numbers reach the client), so
- *   a tool's 0 after `queued` (0) goes out as 1, and its total shifts with it.
+ *   by 0 when it already is (its own numbers reach the client: 0.1 of 1 after
+ *   `queued`'s 0 goes out as 0.1 of 1), else to one past that notice, so a
+ *   tool's 0 after `queued` (0) goes out as 1, and its total shifts with it.
  *   From then on intermediate status notices are left out (they would move
  *   the tool's bar), and a report that does not advance past what was sent
  *   (a tool going back, a retried run starting over) is not sent.
@@ -46,12 +47,22 @@ export class ProgressNotices {
   /** The notice for a report of the tool, or undefined when it does not advance past what was sent. */
   report(report: Pick<CallProgress, 'progress' | 'total' | 'message'>): ProgressNotice | undefined {
     if (this.#ended) return undefined;
-    const offset = (this.#offset ??= Math.max(0, (this.#sent === undefined ? 0 : this.#sent + 1) - report.progress));
+    const offset = (this.#offset ??= this.#shiftFor(report.progress));
     return this.#send({
       progress: offset + report.progress,
       ...(report.total === undefined ? {} : { total: offset + report.total }),
       ...(report.message === undefined ? {} : { message: report.message }),
     });
+  }
+
+  /**
+   * The shift of the tool's scale, fixed at its first report: 0 when that report is already above the last notice
+   * (0.1 after `queued`'s 0 goes out as 0.1), else what puts it one step past it (0 after 0 goes out as 1); before any
+   * notice, what brings a negative report to 0.
+   */
+  #shiftFor(first: number): number {
+    if (this.#sent === undefined) return Math.max(0, -first);
+    return first > this.#sent ? 0 : this.#sent + 1 - first;
   }
 
   #send(notice: ProgressNotice): ProgressNotice | undefined {

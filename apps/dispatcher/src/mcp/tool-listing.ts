@@ -17,6 +17,12 @@ export const META = {
 } as const;
 
 /**
+ * MCP's defaults for hints a tool's annotations leave out: a tool that says
+ * nothing may write, destroy, repeat its effects and reach the outside world.
+ */
+const MCP_DEFAULT_HINTS = { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true } as const;
+
+/**
  * MCP tool annotations, derived from the definition. They are hints *to* the
  * client, made from what the fleet already enforces; the fleet never reads
  * annotations back (a client could send anything), so they cannot widen policy.
@@ -29,22 +35,39 @@ export const META = {
  * - `idempotentHint`: `retryable` — the author declared a second run harmless.
  * - `openWorldHint`: host tier only; platform and embedded tools reach nothing outside.
  *
- * A tool imported from an MCP server carries that server's own annotations
- * (`definition.annotations`). Each of its hints is kept only where it is the
- * more careful of the two — a server may say its tool destroys things, never
- * that a tool the fleet does not vouch for is read-only — and its other
- * fields (`title`) are passed on.
+ * A definition that carries `annotations` — an MCP server's own (every tool
+ * the worker imports carries them, `{}` when the server sent none) or its
+ * author's — is listed, hint by hint, with the more careful of that derivation
+ * and the annotations, where a hint they leave out takes MCP's default
+ * ({@link MCP_DEFAULT_HINTS}): read-only and idempotent only if both say so,
+ * destructive and open-world if either does. A tool they call destructive is
+ * never read-only, whatever `speculatable` says; a read-only listing is never
+ * destructive (MCP gives `destructiveHint` meaning only when not read-only).
+ * Their other fields (`title`) are passed on.
  */
 export function annotationsOf(definition: ToolDefinition): ToolAnnotations {
   const readOnly = definition.speculatable;
-  const server = definition.annotations ?? {};
-  const says = (hint: string, value: boolean): boolean => server[hint] === value;
+  const fleet = {
+    readOnlyHint: readOnly,
+    destructiveHint: !readOnly && (definition.requiresConfirmation || definition.tier === 'host'),
+    idempotentHint: definition.retryable,
+    openWorldHint: definition.tier === 'host',
+  };
+  const claims = definition.annotations;
+  if (claims === undefined) return fleet;
+  const hint = (name: keyof typeof MCP_DEFAULT_HINTS): boolean => {
+    const value = claims[name];
+    return typeof value === 'boolean' ? value : MCP_DEFAULT_HINTS[name];
+  };
+  // An explicit destructive claim beats a read-only one from the same source.
+  const claimsReadOnly = hint('readOnlyHint') && claims.destructiveHint !== true;
+  const listedReadOnly = fleet.readOnlyHint && claimsReadOnly;
   return {
-    ...(typeof server.title === 'string' ? { title: server.title } : {}),
-    readOnlyHint: readOnly && !says('readOnlyHint', false),
-    destructiveHint: (!readOnly && (definition.requiresConfirmation || definition.tier === 'host')) || says('destructiveHint', true),
-    idempotentHint: definition.retryable && !says('idempotentHint', false),
-    openWorldHint: definition.tier === 'host' || says('openWorldHint', true),
+    ...(typeof claims.title === 'string' ? { title: claims.title } : {}),
+    readOnlyHint: listedReadOnly,
+    destructiveHint: !listedReadOnly && (fleet.destructiveHint || hint('destructiveHint')),
+    idempotentHint: fleet.idempotentHint && hint('idempotentHint'),
+    openWorldHint: fleet.openWorldHint || hint('openWorldHint'),
   };
 }
 

@@ -82,3 +82,17 @@ describe('importTools bounds what a server makes the fleet compile', () => {
     expect(turns).toBeGreaterThan(2);
   });
 });
+
+describe("importTools keeps what the server said about a tool's effects", () => {
+  it('gives every tool an annotations object, empty when the server sent none, so listings take MCP defaults rather than the fleet vouching for the tool', async () => {
+    const listed: McpTool[] = [
+      { name: 'plain', inputSchema: wide(1) },
+      { name: 'hinted', inputSchema: wide(1), annotations: { destructiveHint: true } },
+    ];
+    const imported = await importTools(server(), listed, lane, noPool, log);
+    expect(imported.tools.map((t) => [t.definition.name, t.definition.annotations])).toEqual([
+      ['big.plain', {}],
+      ['big.hinted', { destructiveHint: true }],
+    ]);
+  });
+});

@@ -91,7 +91,9 @@ export async function importTools(server: McpServerConfig, listed: readonly McpT
           requiresConfirmation: settings.requiresConfirmation,
           ...(settings.timeoutMs === undefined ? {} : { timeoutMs: settings.timeoutMs }),
           ...(settings.approvalDeadlineMs === undefined ? {} : { approvalDeadlineMs: settings.approvalDeadlineMs }),
-          ...(mcp.annotations === undefined ? {} : { annotations: { ...mcp.annotations } }),
+          // Always an object, `{}` when the server sent none: a server's tool is listed on the fleet's /mcp with MCP's
+          // defaults for the hints it did not give, never with the fleet's own derivation alone, which vouches for tools it defines.
+          annotations: { ...mcp.annotations },
         },
         { strict: false },
       );

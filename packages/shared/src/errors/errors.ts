@@ -130,7 +130,7 @@ export class ExecutionTimeoutError extends FleetError {
     readonly timeoutMs: number,
   ) {
     super(
-      `tool '${toolName}' did not finish within its ${timeoutMs} ms timeout and was aborted; raise the tool's timeoutMs or make the handler honour ctx.signal sooner`,
+      `tool '${toolName}' did not finish within its ${timeoutMs} ms timeout and was aborted; raise the tool's timeoutMs (its definition's, or for an MCP server's tool tools.<name>.timeoutMs in the servers file), or make the tool stop sooner when cancelled (a handler: honour ctx.signal)`,
       { toolName, timeoutMs },
     );
   }
