@@ -194,6 +194,36 @@ describe('forge-worker --mcp', () => {
     expect(await client.call('hostile.flat', {}, { timeoutMs: 20_000 })).toMatchObject({ isError: false, content: 'flat' });
   }, 60_000);
 
+  it("fails a call at once, EXECUTION_FAILED under the fleet's name of the tool, when the server answers it with any JSON-RPC error or with neither a result nor an error, and serves on", async () => {
+    const { url, client } = await hostileFleet();
+    const mcp = new Client({ name: 'answers-test', version: '1' });
+    await mcp.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp`)));
+    try {
+      // -32000 and -32001 are the SDK's own codes for a closed connection and a timeout, but a server sends them too:
+      // neither is an instance lost or a call timed out. The tool's timeout is 60 s; the client waits 20 at most.
+      for (const code of [-32000, -32001, -32603, -32602, 1]) {
+        const failed = await client.call('hostile.rpc_error', { code }, { timeoutMs: 20_000 });
+        expect(failed).toMatchObject({ isError: true, error: { code: 'EXECUTION_FAILED', details: { toolName: 'hostile.rpc_error', server: 'hostile', mcpCode: code } } });
+        expect(failed.content).toContain(`server error ${code}`);
+        expect(failed.content).toContain("tool 'hostile.rpc_error'");
+        const answered = await mcp.callTool({ name: 'hostile.rpc_error', arguments: { code } });
+        expect(answered._meta?.['forge-fleet/error']).toMatchObject({ code: 'EXECUTION_FAILED', details: { mcpCode: code } });
+      }
+      // An answer that is neither (a result that is not an object, no result and no error, an error without a code)
+      // was dropped by the SDK, and the call waited for its timeout.
+      for (const shape of ['null', 'number', 'array', 'neither', 'bad_error']) {
+        const failed = await client.call('hostile.bad_answer', { shape }, { timeoutMs: 20_000 });
+        expect(failed).toMatchObject({ isError: true, error: { code: 'EXECUTION_FAILED', details: { toolName: 'hostile.bad_answer', server: 'hostile' } } });
+        expect(failed.content).toContain('neither a result nor an error');
+        const answered = await mcp.callTool({ name: 'hostile.bad_answer', arguments: { shape } });
+        expect(answered._meta?.['forge-fleet/error']).toMatchObject({ code: 'EXECUTION_FAILED' });
+      }
+    } finally {
+      await mcp.close();
+    }
+    expect(await client.call('hostile.flat', {}, { timeoutMs: 20_000 })).toMatchObject({ isError: false, content: 'flat' });
+  }, 120_000);
+
   it("refuses, at once and on every entrance, an argument that would make a server's declared pattern backtrack for ever", async () => {
     const { url, client } = await hostileFleet();
     // The tools listed with a schema nested 10,000 levels, with refs that multiply on any value, and with schemas too
@@ -201,12 +231,14 @@ describe('forge-worker --mcp', () => {
     // are served, the one whose 400 refs reach one definition among them.
     expect((await listed(url)).map((tool) => tool.name).filter((name) => name.startsWith('hostile.')).sort()).toEqual([
       'hostile.backtrack',
+      'hostile.bad_answer',
       'hostile.checks',
       'hostile.deep',
       'hostile.deep_block',
       'hostile.flat',
       'hostile.lookaround',
       'hostile.multiply',
+      'hostile.rpc_error',
       'hostile.shared_refs',
       'hostile.union',
       'hostile.unique',

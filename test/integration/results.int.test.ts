@@ -3,7 +3,7 @@ import { FleetClient } from '@forge-fleet/client';
 import { fleetKeys } from '@forge-fleet/store';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestFleet } from '../fixtures/fleet.js';
+import { type FleetProcess, TestFleet } from '../fixtures/fleet.js';
 import { redisUrl } from '../fixtures/redis.js';
 import { until } from '../fixtures/wait.js';
 
@@ -12,10 +12,11 @@ describe('call outcomes at the worker', () => {
   const fleet = new TestFleet();
   let client: FleetClient;
   let redis: Redis;
+  let worker: FleetProcess;
 
   beforeAll(async () => {
     redis = new Redis(redisUrl());
-    await fleet.worker({ tier: 'platform', env: { FORGE_MAX_RESULT_BYTES: '4096' } });
+    worker = await fleet.worker({ tier: 'platform', env: { FORGE_MAX_RESULT_BYTES: '4096' } });
     client = new FleetClient({ url: (await fleet.dispatcher()).url });
   });
 
@@ -30,6 +31,13 @@ describe('call outcomes at the worker', () => {
     expect(big).toMatchObject({ isError: true, error: { code: 'RESOURCE_LIMIT', details: { limit: 'output' } } });
     expect(big.content).toContain('FORGE_MAX_RESULT_BYTES');
     expect(await client.call('echo', { text: 'small' })).toMatchObject({ isError: false, structuredContent: { echo: { text: 'small' } } });
+  });
+
+  it("logs the outcome a call ended with, a result's RESOURCE_LIMIT included, not the one its tool gave", async () => {
+    const id = `big-${randomUUID()}`;
+    await client.call('echo', { text: 'z'.repeat(10_000) }, { id });
+    const line = await until("the worker's log line of the call's end", () => worker.output().split('\n').find((l) => l.includes(id) && l.includes('call finished')));
+    expect(JSON.parse(line)).toMatchObject({ status: 'failed', code: 'RESOURCE_LIMIT' });
   });
 
   it('audits each outcome: completed, or failed with its code', async () => {

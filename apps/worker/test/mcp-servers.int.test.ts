@@ -202,6 +202,20 @@ describe('a pool of MCP server instances', () => {
     expect(textOf(await pool.call({ tool: 'cancellations', arguments: {} }))).toBe('0');
   });
 
+  it("replaces an instance that stops answering after a call was cancelled, as the fleet's own tool timeout (the file's timeoutMs) cancels it", async () => {
+    const pool = track(new McpServerPool({ server: 'probe', launch: probeServer, instances: { min: 1, max: 1 }, pingTimeoutMs: 200, restart: { initialDelayMs: 10 } }, tools));
+    await pool.start();
+    const frozen = pidsOf(pool)[0];
+    // The runner aborts the call's signal at the tool's timeoutMs, before the pool's own (longer) timeout.
+    const controller = new AbortController();
+    const call = pool.call({ tool: 'freeze', arguments: {}, signal: controller.signal, timeoutMs: 60_000 });
+    await vi.waitFor(() => expect(pool.status().instances[0]?.inFlight).toBe(1), WAIT);
+    controller.abort(new Error('the tool timed out'));
+    await expect(call).rejects.toMatchObject({ code: 'CANCELLED' });
+    await vi.waitFor(() => expect(pool.status().instances.map((i) => i.pid).filter((pid) => pid !== frozen)).toHaveLength(1), WAIT);
+    expect(textOf(await pool.call({ tool: 'pid', arguments: {} }))).not.toBe(String(frozen));
+  });
+
   it('stops for good on a crash loop, and calls then fail with UNAVAILABLE', async () => {
     const launch = { command: process.execPath, args: ['-e', 'process.exit(1)'] };
     const pool = track(new McpServerPool({ server: 'crashing', launch, instances: { min: 1, max: 1 }, restart: { initialDelayMs: 1, maxDelayMs: 5, crashLoopFailures: 3 } }, tools));
@@ -341,6 +355,29 @@ describe('a pool of MCP server instances', () => {
     expect((await pool.listTools()).map((t) => t.name)).toContain('added-1');
     expect(textOf(await pool.call({ tool: 'added-1', arguments: {} }))).toBe('added-1');
     expect(changes).toBe(1);
+  });
+
+  it('emits toolsChanged when an instance comes up after the tools were listed: one replacing an instance that stopped answering, a new caller\'s session', async () => {
+    const shared = track(new McpServerPool({ server: 'probe', launch: probeServer, instances: { min: 1, max: 1 }, pingTimeoutMs: 200, restart: { initialDelayMs: 10 } }, tools));
+    await shared.start();
+    await shared.listTools();
+    let replaced = 0;
+    shared.on('toolsChanged', () => (replaced += 1));
+    const frozen = pidsOf(shared)[0];
+    await expect(shared.call({ tool: 'freeze', arguments: {}, timeoutMs: 200 })).rejects.toMatchObject({ code: 'EXECUTION_TIMEOUT' });
+    await vi.waitFor(() => expect(pidsOf(shared).filter((pid) => pid !== frozen)).toHaveLength(1), WAIT);
+    await vi.waitFor(() => expect(replaced).toBe(1), WAIT);
+
+    const perCaller = track(new McpServerPool({ server: 'probe', launch: probeServer, session: 'perCaller', instances: { min: 0, max: 2 } }, tools));
+    await perCaller.start();
+    // The listing starts the first instance and reads it; alice then takes it as her session.
+    await perCaller.listTools();
+    let sessions = 0;
+    perCaller.on('toolsChanged', () => (sessions += 1));
+    const alice = textOf(await perCaller.call({ tool: 'pid', arguments: {}, caller: 'alice' }));
+    const bob = textOf(await perCaller.call({ tool: 'pid', arguments: {}, caller: 'bob' }));
+    expect(bob).not.toBe(alice);
+    await vi.waitFor(() => expect(sessions).toBe(1), WAIT);
   });
 
   it('takes with it, when closed or abandoned, a process the server started in a session of its own', async () => {

@@ -38,8 +38,9 @@ export class CallAnswers {
    * waiting for it. With `onlyFrom`, only a call in that status is ended.
    * The step is retried through a Redis outage; the audit entry is not
    * awaited (one XADD on the auto-pipelined connection).
+   * @returns how the call ended (RESOURCE_LIMIT's `failed`, where the result was too large), or undefined when it had ended before.
    */
-  async finish(envelope: CallEnvelope, status: CallStatus, result: ToolResult, onlyFrom?: CallStatus): Promise<void> {
+  async finish(envelope: CallEnvelope, status: CallStatus, result: ToolResult, onlyFrom?: CallStatus): Promise<{ status: CallStatus; code: string | undefined } | undefined> {
     const d = this.#d;
     const { id } = envelope.call;
     let json = JSON.stringify(result);
@@ -53,7 +54,7 @@ export class CallAnswers {
       json = JSON.stringify(result);
     }
     const ended = await d.store.end(d.lane, id, status, result, { onlyFrom, replyTo: envelope.replyTo, resultJson: json, step: (transition) => durableStep('finish', id, transition, d.log) });
-    if (!ended) return;
+    if (!ended) return undefined;
     if (status === 'completed' || status === 'failed') {
       const audited = d.audit.record({
         at: new Date().toISOString(),
@@ -67,6 +68,7 @@ export class CallAnswers {
       });
       Promise.resolve(audited).catch((err: unknown) => d.log.error({ err, callId: id }, 'could not audit a call outcome'));
     }
+    return { status, code: result.error?.code };
   }
 
   /** Ends the call as failed with `error`. */

@@ -24,6 +24,11 @@ const EDGE_BYTES = 512;
 /** The JSON-RPC error code of the answer the worker makes up for a dropped one (JSON-RPC's server-error range). */
 const ANSWER_TOO_LARGE = -32090;
 
+/** The JSON-RPC code of the answer the worker makes up for one that is neither a result nor an error. */
+const NOT_AN_ANSWER = -32091;
+/** Marks it, with what was wrong (see {@link notAnAnswer}). */
+const NOT_AN_ANSWER_MARK = 'forgeNotAnAnswer';
+
 /** Marks that answer as the worker's own: a server may send any code, but not this key in its data. */
 const MARK = 'forgeDroppedAnswerBytes';
 const AT_LEAST = 'forgeDroppedAnswerUnread';
@@ -77,7 +82,7 @@ export class AnswerLines {
   readMessage(): JSONRPCMessage | null {
     const next = this.#ready.shift();
     if (next === undefined) return null;
-    return typeof next === 'string' ? JSONRPCMessageSchema.parse(JSON.parse(next)) : next;
+    return typeof next === 'string' ? serverMessage(JSON.parse(next)) : next;
   }
 
   clear(): void {
@@ -136,6 +141,56 @@ export function tooLargeAnswer(id: string | number, bytes: number, maxBytes: num
     id,
     error: { code: ANSWER_TOO_LARGE, message: `the server's answer was ${atLeast ? 'over ' : ''}${bytes} bytes, over the ${maxBytes} a message may be`, data: { [MARK]: bytes, [AT_LEAST]: atLeast, [BOUND]: maxBytes } },
   };
+}
+
+/**
+ * A server's message as the SDK's client takes it. An answer to a request
+ * that is neither a result nor an error — a `result` that is null, a number
+ * or an array, no `result` and no `error`, an `error` without an integer
+ * `code` and a string `message` — becomes an error answer of the worker's
+ * own to that request ({@link notAnAnswer}). The SDK drops such a message as
+ * no message at all, and the call it answered waited for its timeout.
+ *
+ * @throws what JSONRPCMessageSchema throws for anything else that is not a JSON-RPC message (the SDK logs it and reads on).
+ */
+export function serverMessage(value: unknown): JSONRPCMessage {
+  const parsed = JSONRPCMessageSchema.safeParse(value);
+  if (parsed.success) return parsed.data;
+  // The schema refused it: an answer to a request that looks whole (its `jsonrpc` wrong, say) is still refused.
+  const answer = badAnswer(value, 'it is not a JSON-RPC 2.0 answer');
+  if (answer === undefined) throw parsed.error;
+  return answer;
+}
+
+/**
+ * The error answer the worker makes up for `value` when it answers a request
+ * (an `id` and no `method`) with neither a result nor an error (or, with
+ * `otherwise`, with anything else: the reason given); undefined for anything else. Checked by hand, for transports that pass on what the
+ * upstream sent without the SDK's schema (modern-http-transport.ts).
+ */
+export function badAnswer(value: unknown, otherwise?: string): JSONRPCMessage | undefined {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
+  const m = value as Record<string, unknown>;
+  if ('method' in m || (typeof m.id !== 'string' && typeof m.id !== 'number')) return undefined;
+  const what = whatIsWrong(m) ?? otherwise;
+  if (what === undefined) return undefined;
+  return { jsonrpc: '2.0', id: m.id, error: { code: NOT_AN_ANSWER, message: `the server's answer is neither a result nor an error: ${what}`, data: { [NOT_AN_ANSWER_MARK]: what } } };
+}
+
+function whatIsWrong(m: Record<string, unknown>): string | undefined {
+  const kind = (v: unknown): string => (v === null ? 'null' : Array.isArray(v) ? 'an array' : `a ${typeof v}`);
+  if ('result' in m) return typeof m.result === 'object' && m.result !== null && !Array.isArray(m.result) ? undefined : `its result is ${kind(m.result)}, not an object`;
+  if (!('error' in m)) return 'it holds neither `result` nor `error`';
+  const error = m.error as { code?: unknown; message?: unknown } | null;
+  if (typeof error !== 'object' || error === null || !Number.isInteger(error.code) || typeof error.message !== 'string') return 'its error has no integer `code` and string `message`';
+  return undefined;
+}
+
+/** What was wrong with a server's answer, when `err` is the error the worker made up for it ({@link badAnswer}); else undefined. */
+export function notAnAnswer(err: unknown): string | undefined {
+  if (!(err instanceof McpError) || err.code !== NOT_AN_ANSWER) return undefined;
+  const what = (err.data as Record<string, unknown> | undefined)?.[NOT_AN_ANSWER_MARK];
+  return typeof what === 'string' ? what : undefined;
 }
 
 /** The size of the answer dropped for being too large, when `err` is the error of such a request; else undefined. */

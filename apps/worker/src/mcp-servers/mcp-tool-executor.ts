@@ -63,6 +63,7 @@ export class McpToolExecutor implements CallerBoundExecutor {
         },
         ...(this.target.timeoutMs === undefined ? {} : { timeoutMs: this.target.timeoutMs }),
         ...(this.target.asTask === true ? { asTask: true } : {}),
+        label: this.name,
       });
     } catch (err) {
       throw this.#forCaller(err);

@@ -2,6 +2,7 @@ import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamable
 import type { FetchLike, Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { EventSourceParserStream } from 'eventsource-parser/stream';
+import { badAnswer } from './answer-lines.js';
 import { MODERN_REVISION, ModernEraBridge } from './modern-era.js';
 import { type ParamHeader, paramHeadersOf, standardHeaders } from './modern-http-headers.js';
 
@@ -98,6 +99,9 @@ export class ModernHttpTransport implements Transport {
 
   /** A message from the upstream, to the bridge; a `tools/list` answer also updates the header declarations. */
   #received(message: Message): void {
+    // An answer that is neither a result nor an error is one the client would drop, its call left to time out.
+    const bad = badAnswer(message);
+    if (bad !== undefined) message = bad;
     const id = message.id as RequestId | undefined;
     if (id !== undefined && !('method' in message) && this.#listing.delete(id)) {
       const tools = (message.result as { tools?: unknown } | undefined)?.tools;

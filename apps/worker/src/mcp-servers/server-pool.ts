@@ -10,9 +10,10 @@ import { isCrashLoop, restartDelayMs } from './restart-policy.js';
 import type { McpInstanceExit, UpstreamInstance } from './upstream-instance.js';
 
 /**
- * `notifications/tools/list_changed` within this many milliseconds make one
- * `toolsChanged`: a server that adds tools one by one, or every instance
- * announcing the same change, re-imports the catalog once.
+ * `notifications/tools/list_changed` (and instances coming up) within this
+ * many milliseconds make one `toolsChanged`: a server that adds tools one by
+ * one, every instance announcing the same change, or several instances
+ * started at once for demand re-import the catalog once.
  */
 const TOOLS_CHANGED_COALESCE_MS = 100;
 
@@ -30,6 +31,8 @@ export interface McpPoolCall {
   readonly timeoutMs?: number;
   /** Call the tool as a task (it lists `execution.taskSupport: "required"`). */
   readonly asTask?: boolean;
+  /** The tool as the fleet's caller knows it (`prefix.tool`), for the errors' messages. */
+  readonly label?: string;
 }
 
 /** The events of an {@link McpServerPool}. */
@@ -43,8 +46,12 @@ export interface McpServerPoolEvents {
   /** Too many failures in a row: the pool stopped for good and every call now fails with UNAVAILABLE. */
   stopped: [{ readonly error: Error }];
   /**
-   * The server's tool list changed (an instance received `notifications/tools/list_changed`): list the tools
-   * again. A burst of notifications, from one instance or several, makes one event.
+   * The server's tool list may have changed: list the tools again. Told when an instance receives
+   * `notifications/tools/list_changed`, and when an instance comes up after the pool's tools were first listed
+   * (one replacing an instance that died or stopped answering, one more for demand, a `perCaller` session): a
+   * new instance lists what its server lists now, which the instance it replaced may have changed at run time
+   * and never announced undone, and a server's script may have changed since. A burst, from one instance or
+   * several, makes one event.
    */
   toolsChanged: [];
 }
@@ -97,7 +104,8 @@ interface Waiter {
  * backoff, and a crash loop stops the pool; an instance that does not answer
  * a ping after a call timed out is replaced. In `perCaller` mode each caller
  * has an instance of its own until it has been idle for `idleMs`. A tool
- * list change announced by any instance becomes one `toolsChanged` event.
+ * list change announced by any instance, or an instance coming up once the
+ * tools were listed, becomes one `toolsChanged` event.
  * {@link close} kills every process it started and ends every session.
  */
 export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
@@ -115,6 +123,12 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
   #state: McpServerPoolState = 'running';
   #lastError: Error | undefined;
   #toolsChangedTimer: NodeJS.Timeout | undefined;
+  /**
+   * A listing was given an instance: one that comes up from now on may list otherwise, and is told as a change.
+   * Set when the listing gets its slot, not when it is asked for: the instance a first listing starts (a pool of
+   * `min: 0`) is the one it reads, and listing it again would be a second listing for nothing.
+   */
+  #listed = false;
 
   /**
    * @param launchTools the wrappers every server process is started with (see findLaunchTools).
@@ -166,16 +180,19 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
     if (this.options.session === 'perCaller' && call.caller === undefined) {
       throw new BadRequestError(`MCP server '${this.options.server}' keeps a session per caller, and this call names no caller`, { server: this.options.server });
     }
-    const entry = await this.#acquire(this.options.session === 'perCaller' ? call.caller : undefined, false, call.signal, call.tool);
+    const entry = await this.#acquire(this.options.session === 'perCaller' ? call.caller : undefined, false, call.signal, call.label ?? call.tool);
     try {
       return await entry.instance.callTool(call.tool, call.arguments, {
         timeoutMs: call.timeoutMs ?? this.options.callTimeoutMs,
         ...(call.signal === undefined ? {} : { signal: call.signal }),
         ...(call.onProgress === undefined ? {} : { onProgress: call.onProgress }),
         ...(call.asTask === true ? { asTask: true } : {}),
+        ...(call.label === undefined ? {} : { label: call.label }),
       });
     } catch (err) {
-      if (err instanceof ExecutionTimeoutError) void this.#checkResponsive(entry);
+      // A call that timed out, or was cancelled (the fleet's own tool timeout, the file's timeoutMs, cancels it), may
+      // have ended because the server stopped answering: one that does not answer a ping now is replaced.
+      if (err instanceof ExecutionTimeoutError || err instanceof CancelledError) void this.#checkResponsive(entry);
       throw err;
     } finally {
       this.#release(entry);
@@ -245,6 +262,8 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
       }
       entry.inFlight += 1;
       clearTimeout(entry.idleTimer);
+      // Only a listing takes any instance.
+      if (waiter.anyInstance) this.#listed = true;
       waiter.resolve(entry);
     }
     this.#waiters = still;
@@ -319,6 +338,9 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
         this.#entries.add(entry);
         instance.on('exit', (exit) => this.#onExit(entry, exit));
         this.emit('instanceStarted', { instance: instance.id, pid: instance.pid });
+        // Instances up before the first listing are what it reads; one coming up after it (a replacement, a
+        // scale-up, a caller's session) may list otherwise, though it announces nothing: it is a change to follow.
+        if (this.#listed) this.#toolsChanged();
         this.#scheduleIdle(entry);
         this.#dispatch();
         return undefined;
@@ -424,7 +446,7 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
     entry.instance.abandon();
   }
 
-  /** One `toolsChanged` for every burst of notifications: the first starts the window, the rest join it. */
+  /** One `toolsChanged` for every burst of notifications and instance starts: the first starts the window, the rest join it. */
   #toolsChanged(): void {
     if (this.#state !== 'running' || this.#toolsChangedTimer !== undefined) return;
     this.#toolsChangedTimer = setTimeout(() => {

@@ -12,7 +12,7 @@ import {
   type Tool,
   ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
-import { tooLargeBytes } from './answer-lines.js';
+import { notAnAnswer, tooLargeBytes } from './answer-lines.js';
 import { MODERN_REVISION } from './modern-era.js';
 import { ANY_RESULT, callAsTask } from './task-call.js';
 
@@ -62,6 +62,8 @@ export interface McpCallOptions {
   readonly timeoutMs: number;
   /** Call it as a task (the tool lists `execution.taskSupport: "required"`): see task-call.ts. */
   readonly asTask?: boolean;
+  /** The tool as the fleet's caller knows it (`prefix.tool`), for the errors' messages; the server's own name by default. */
+  readonly label?: string;
 }
 
 /**
@@ -170,10 +172,16 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
    * @throws ExecutionFailedError when the server answers with a JSON-RPC error (unknown tool, bad arguments…).
    */
   async callTool(name: string, args: Record<string, unknown>, options: McpCallOptions): Promise<CallToolResult> {
-    if (this.#ended) throw this.lost(name);
+    const label = options.label ?? name;
+    if (this.#ended) throw this.lost(label);
     const token = `forge-${(this.#nextToken += 1)}`;
     if (options.asTask === true) return this.#callAsTask(name, args, token, options);
     if (options.onProgress !== undefined) this.#progress.set(token, options.onProgress);
+    // The SDK's own timeout fails the call with -32001, the code a server may also send (a timeout of its own
+    // upstream, say). This timer of the same length is set first, so it has fired by the time the SDK's has:
+    // a -32001 before it is the server's answer, not the call's timeout.
+    const expiry = { passed: false };
+    const timer = setTimeout(() => (expiry.passed = true), options.timeoutMs);
     try {
       // The SDK sends `notifications/cancelled` itself on abort and on its timeout. A plain request, not
       // `callTool`: the fleet checks the result itself, once (its blocks as content blocks, its structured content
@@ -185,8 +193,9 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
       });
       return result;
     } catch (err) {
-      throw this.#failure(name, err, options);
+      throw this.#failure(label, err, { ...options, expiry });
     } finally {
+      clearTimeout(timer);
       this.#progress.delete(token);
     }
   }
@@ -218,7 +227,7 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
     try {
       return await callAsTask(this.client, { name, arguments: args, ...(report === undefined ? {} : { _meta: { progressToken: token } }) }, { timeoutMs: options.timeoutMs, signal: options.signal, onStatus });
     } catch (err) {
-      throw this.#failure(name, err, options);
+      throw this.#failure(options.label ?? name, err, options);
     } finally {
       this.#progress.delete(token);
     }
@@ -266,10 +275,16 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
     this.emit('exit', { instance: this.id, pid: this.pid, expected: this.expected, detail });
   }
 
-  #failure(name: string, err: unknown, options: { signal?: AbortSignal; timeoutMs: number }): Error {
+  /**
+   * The fleet error for what the SDK threw. Two JSON-RPC codes are also the SDK's own: -32001 when its timeout
+   * fires and -32000 when the connection closes. A server may send either, so they are read as a timeout only
+   * once the call's time has passed (`expiry`, where the caller keeps one) and as a lost instance only once it
+   * has ended; before that they are the server's own failure of the call, EXECUTION_FAILED like any other code.
+   */
+  #failure(name: string, err: unknown, options: { signal?: AbortSignal | undefined; timeoutMs: number; expiry?: { readonly passed: boolean } }): Error {
     if (isFleetError(err)) return err;
     if (options.signal?.aborted === true) return new CancelledError(name, this.describe(options.signal.reason));
-    if (isMcpError(err, McpErrorCode.RequestTimeout)) return new ExecutionTimeoutError(name, options.timeoutMs);
+    if (isMcpError(err, McpErrorCode.RequestTimeout) && (options.expiry?.passed ?? true)) return new ExecutionTimeoutError(name, options.timeoutMs);
     const tooLarge = tooLargeBytes(err);
     if (tooLarge !== undefined) {
       return new ResourceLimitError(name, 'output', `MCP server '${this.server}' answered with ${tooLarge.atLeast ? 'more than ' : ''}${tooLarge.bytes} bytes, over the ${tooLarge.bound} a server's message may be`, {
@@ -277,7 +292,12 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
         remedy: 'ask for less in one call (a part of the file, a page of the results)',
       });
     }
-    if (this.#ended || isMcpError(err, McpErrorCode.ConnectionClosed) || (err instanceof Error && err.message === 'Not connected')) return this.lost(name, err);
+    const wrong = notAnAnswer(err);
+    if (wrong !== undefined) {
+      return new ExecutionFailedError(name, `MCP server '${this.server}' answered the call with neither a result nor an error (${wrong})`, { details: { server: this.server } });
+    }
+    // The SDK ends the instance (its onclose) before it fails the calls the close cut short.
+    if (this.#ended || (err instanceof Error && err.message === 'Not connected')) return this.lost(name, err);
     if (this.connectionFailed(err)) return this.lost(name, err);
     return new ExecutionFailedError(name, `MCP server '${this.server}' refused the call: ${this.describe(err)}`, {
       cause: this.causeOf(err),

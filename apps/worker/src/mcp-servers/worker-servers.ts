@@ -87,8 +87,10 @@ export interface WorkerServersEvents {
  * The MCP servers one worker runs: a warm pool per server the file places in
  * this worker's lane, and the fleet tools their `tools/list` give. The
  * catalog follows each server: a server's `notifications/tools/list_changed`,
- * its first instance coming up late, or its pool giving up after a crash
- * loop re-imports its tools and tells {@link WorkerServersEvents.toolsChanged}.
+ * its first instance coming up late, any instance coming up after its tools
+ * were listed (a replacement, a scale-up, a caller's session: it lists what
+ * the server lists now), or its pool giving up after a crash loop re-imports
+ * its tools, and tells {@link WorkerServersEvents.toolsChanged} when they differ.
  * A server that cannot start leaves its tools out; the others serve on.
  */
 export class WorkerServers extends EventEmitter<WorkerServersEvents> {
@@ -197,7 +199,9 @@ export class WorkerServers extends EventEmitter<WorkerServersEvents> {
       this.#setTools(served, []);
       this.#revive(served);
     });
-    // notifications/tools/list_changed from any instance, a burst told once.
+    // notifications/tools/list_changed from any instance, or an instance that came up after the tools were listed
+    // (it may list otherwise: the one it replaced may have changed its list at run time); a burst told once. A list
+    // that turns out the same changes nothing (#setTools), so a pool scaling up costs a listing, not a generation.
     pool.on('toolsChanged', () => void this.#import(served));
   }
 

@@ -230,8 +230,9 @@ export class CallRunner {
       return;
     }
     const status: CallStatus = code === 'CANCELLED' ? 'cancelled' : result.isError ? 'failed' : 'completed';
-    await d.answers.finish(envelope, status, retryableOnlyIfSafe(result, definition.retryable));
-    log.info({ ms, status, code }, 'call finished');
+    // The log says how the call ended, which a result past FORGE_MAX_RESULT_BYTES changes (RESOURCE_LIMIT).
+    const ended = await d.answers.finish(envelope, status, retryableOnlyIfSafe(result, definition.retryable));
+    log.info({ ms, status: ended?.status ?? status, code: ended === undefined ? code : ended.code }, 'call finished');
   }
 
   /**
