@@ -216,6 +216,18 @@ describe('a pool of MCP server instances', () => {
     expect(textOf(await pool.call({ tool: 'pid', arguments: {} }))).not.toBe(String(frozen));
   });
 
+  it('passes on each line a server writes to its stderr, for the worker\'s log, with its secret values redacted', async () => {
+    const launch = { ...probeServer, env: { PROBE_SECRET: 'sk-probe-secret-1' }, secrets: ['sk-probe-secret-1'] };
+    const pool = track(new McpServerPool({ server: 'probe', launch, instances: { min: 1, max: 1 } }, tools));
+    const lines: string[] = [];
+    pool.on('stderr', ({ line, pid }) => lines.push(`${pid}: ${line}`));
+    await pool.start();
+    const pid = pidsOf(pool)[0];
+    expect(textOf(await pool.call({ tool: 'say-on-stderr', arguments: {} }))).toBe('said');
+    await vi.waitFor(() => expect(lines).toEqual(expect.arrayContaining([`${pid}: probe says hello`, `${pid}: secret is [redacted]`])), WAIT);
+    expect(lines.join('\n')).not.toContain('sk-probe-secret-1');
+  });
+
   it('stops for good on a crash loop, and calls then fail with UNAVAILABLE', async () => {
     const launch = { command: process.execPath, args: ['-e', 'process.exit(1)'] };
     const pool = track(new McpServerPool({ server: 'crashing', launch, instances: { min: 1, max: 1 }, restart: { initialDelayMs: 1, maxDelayMs: 5, crashLoopFailures: 3 } }, tools));

@@ -8,6 +8,7 @@ import { AnswerLines } from './answer-lines.js';
 import { MODERN_ONLY, MODERN_REVISION, ModernEraBridge } from './modern-era.js';
 import { GroupReaper } from './group-reaper.js';
 import { descendantsOf, killEach, type ProcessEntry } from './process-tree.js';
+import { REDACTED, StderrLines } from './stderr-lines.js';
 import { type LaunchTools, stdioLaunch } from './launch-command.js';
 import type { McpStdioLaunch } from './pool-options.js';
 import { isMcpError, refusedRevisions, revisionRefusal, UpstreamInstance, type UpstreamHooks } from './upstream-instance.js';
@@ -19,6 +20,9 @@ const STDERR_DRAIN_MS = 250;
 
 /** The last bytes of a server's stderr kept for messages: enough for a stack trace's head, bounded however much it writes. */
 const STDERR_TAIL_BYTES = 4096;
+/** Lines of a server's stderr logged per window at most; a server printing more is told as a count. */
+const STDERR_LINES_PER_WINDOW = 100;
+const STDERR_WINDOW_MS = 10_000;
 
 /**
  * The SDK's transport with its spawn made visible, so a process that fails
@@ -94,8 +98,6 @@ class SpawnAwareTransport extends StdioClientTransport {
   }
 }
 
-/** What a secret in a server's stderr shows instead. */
-const REDACTED = '[redacted]';
 /** Shorter values are not redacted: replacing every `1` or `on` of a tail would hide the tail, not a secret. */
 const MIN_REDACTED_LENGTH = 4;
 
@@ -131,10 +133,22 @@ export class McpInstance extends UpstreamInstance {
     const { parameters, needsReaper } = stdioLaunch(options.tools, launch);
     const modern = MODERN_ONLY.has(launch);
     const transport = new SpawnAwareTransport(parameters, needsReaper ? options.tools.sh : undefined, modern, launch.maxMessageBytes);
-    // Drained from the start: a server blocked on a full stderr pipe would hang; only a bounded tail is kept.
+    // Drained from the start: a server blocked on a full stderr pipe would hang. A bounded tail is kept for the
+    // instance's exit; its lines go to the worker's log at a bounded rate, secrets redacted (stderr-lines.ts).
+    const onStderr = options.onStderr;
+    const lines =
+      onStderr === undefined
+        ? undefined
+        : new StderrLines(
+            { secrets: instance.#secrets, maxLines: STDERR_LINES_PER_WINDOW, windowMs: STDERR_WINDOW_MS },
+            (line) => onStderr(line, transport.spawnedPid),
+            (left) => onStderr(`(${left} more lines of its stderr were not logged: at most ${STDERR_LINES_PER_WINDOW} every ${STDERR_WINDOW_MS / 1000} s are)`, transport.spawnedPid),
+          );
     transport.stderr?.on('data', (chunk: Buffer) => {
       instance.#stderrTail = (instance.#stderrTail + chunk.toString('utf8')).slice(-STDERR_TAIL_BYTES);
+      lines?.push(chunk);
     });
+    transport.stderr?.on('end', () => lines?.end());
     try {
       await instance.client.connect(transport, { timeout: launch.startupTimeoutMs });
     } catch (err) {

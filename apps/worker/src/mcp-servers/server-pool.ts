@@ -39,6 +39,8 @@ export interface McpPoolCall {
 export interface McpServerPoolEvents {
   /** An instance (a process, or a session with an HTTP upstream) answered `initialize` and takes calls. */
   instanceStarted: [{ readonly instance: string; readonly pid: number | undefined }];
+  /** A line of a stdio instance's stderr, for the worker's log (bounded and redacted: see stderr-lines.ts). */
+  stderr: [{ readonly pid: number | undefined; readonly line: string }];
   /** An instance is gone; `failed` when it died on its own or stopped answering (then it counts towards a crash loop). */
   instanceExited: [McpInstanceExit & { readonly failed: boolean }];
   /** An instance could not be started. */
@@ -326,7 +328,7 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
     const onToolsChanged = (): void => this.#toolsChanged();
     const starting: Promise<UpstreamInstance> = isHttpLaunch(launch)
       ? HttpMcpInstance.start({ server, launch, onToolsChanged })
-      : McpInstance.start({ server, launch, tools: this.#launchTools, onToolsChanged });
+      : McpInstance.start({ server, launch, tools: this.#launchTools, onToolsChanged, onStderr: (line, pid) => this.emit('stderr', { pid, line }) });
     const started = starting.then(
       async (instance) => {
         this.#starting.delete(started);

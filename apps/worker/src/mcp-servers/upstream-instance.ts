@@ -50,6 +50,8 @@ export interface McpInstanceEvents {
 export interface UpstreamHooks {
   /** The server sent `notifications/tools/list_changed` (from `initialize` on: a server may add tools right after it). */
   readonly onToolsChanged?: () => void;
+  /** A line the server wrote to its stderr (a stdio server's; bounded and redacted, see stderr-lines.ts), with its process id. */
+  readonly onStderr?: (line: string, pid: number | undefined) => void;
 }
 
 /** What one {@link UpstreamInstance.callTool} may add to the tool's name and arguments. */

@@ -188,6 +188,8 @@ export class WorkerServers extends EventEmitter<WorkerServersEvents> {
       // A server that was down (or slow at start) is up now: its tools join.
       if (served.state !== 'up') void this.#import(served);
     });
+    // What a server writes to stderr is for its operator: logged here, never shown to callers.
+    pool.on('stderr', ({ pid, line }) => log.info({ server: config.name, instance: pid === undefined ? undefined : `pid ${pid}`, stderr: line }, 'MCP server stderr'));
     pool.on('instanceExited', (exit) => {
       if (exit.failed) log.warn({ server: config.name, instance: exit.instance, detail: exit.detail.slice(-2000) }, 'MCP server instance died');
     });
