@@ -47,6 +47,18 @@ describe('policy files', () => {
     );
   });
 
+  it('reads a .json file as strict JSON: what only YAML allows, and duplicate keys, are refused with file:line:col', () => {
+    // YAML reads the trailing comma without a word (and would have widened nothing here, but a typo elsewhere could).
+    expect(() => loadPolicyFile(file('comma.json', '{"version": 1, "approval": {"default": "deny",}}'))).toThrow(
+      expect.objectContaining({ code: 'CONFIG_INVALID', message: expect.stringMatching(/comma\.json:1:47: a trailing comma before "}": remove it; a \.json file is read as strict JSON/) as string }),
+    );
+    // JSON.parse would keep the last: "auto" would silently replace "deny".
+    expect(() => loadPolicyFile(file('dup.json', '{"version": 1, "approval": {"default": "deny", "default": "auto"}}'))).toThrow(/dup\.json:1:48: key "default" appears twice in one object/);
+    expect(() => loadPolicyFile(file('proto.json', '{"version": 1, "scopes": {"__proto__": ["*"]}}'))).toThrow(/proto\.json:1:27: scopes\.__proto__: `__proto__` cannot be a name/);
+    expect(() => loadPolicyFile(file('shape.json', '{\n  "version": 1,\n  "approval": { "default": "sometimes" }\n}'))).toThrow(/shape\.json:3:28: approval\.default/);
+    expect(() => loadPolicyFile(file('empty.json', ''))).toThrow(/empty\.json: the file is empty/);
+  });
+
   it('builds the approval step: default handler, allow list, then people', async () => {
     const { policy } = loadPolicyFile(file('a.yaml', 'version: 1\napproval:\n  default: auto\n  allow: ["pay.*", clock]\n  people: ["pay.refund"]\n'));
     const handler = approvalHandlerOf(policy);

@@ -10,7 +10,7 @@ import {
   isFleetError,
   toolMatcher,
 } from '@forge-fleet/shared';
-import { parseYamlSource } from '@forge-fleet/shared/yaml-source';
+import { parseConfigSource } from '@forge-fleet/shared/yaml-source';
 import { z } from 'zod';
 import { approvalPolicy } from './policy.js';
 
@@ -29,8 +29,8 @@ export const ToolPattern = z.string().superRefine((pattern, ctx) => {
 });
 
 /**
- * The dispatcher's policy, as a file operators can read (JSON or YAML; YAML is
- * a superset of JSON, so one parser serves both and every error names a line):
+ * The dispatcher's policy, as a file operators can read (YAML, or strict JSON
+ * when named `*.json`; every error names a line):
  *
  * ```yaml
  * version: 1
@@ -79,7 +79,7 @@ export function loadPolicyFile(path: string): LoadedPolicy {
   } catch (error) {
     throw new ConfigInvalidError('policy file', [`FORGE_POLICY_FILE: cannot read ${path}: ${error instanceof Error ? error.message : String(error)}`], { cause: error });
   }
-  const source = parseYamlSource(path, text, 'policy file');
+  const source = parseConfigSource(path, text, 'policy file');
   // An empty document (or only comments) is null: say what the file needs rather than "expected object".
   if (source.value === null || source.value === undefined) throw new ConfigInvalidError('policy file', [`${path}: the file is empty; it needs at least \`version: 1\` (see "Policy as a file" in README.md)`]);
   const parsed = Policy.safeParse(source.value);

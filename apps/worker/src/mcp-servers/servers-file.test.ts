@@ -82,6 +82,28 @@ describe('servers files', () => {
     expect(echo).toMatchObject({ name: 'echo', prefix: 'echo', tier: 'host', transport: { kind: 'stdio', command: 'node', args: ['server.js'], cwd: undefined, env: {} } });
   });
 
+  it('reads a .json file as strict JSON, refusing what only YAML allows with file:line:col and what to fix', () => {
+    const strict = /a \.json file is read as strict JSON .*: fix it there, or rename the file \.yaml to write YAML/;
+    // YAML reads this trailing comma without a word; no JSON tool does.
+    const comma = failure(file('bad.json', '{"version":1,"servers":{"a":{"command":"/usr/bin/python3","tier":"host",}}}'));
+    expect(comma).toMatch(/bad\.json:1:73: a trailing comma before "}": remove it; /);
+    expect(comma).toMatch(strict);
+    expect(failure(file('comment.json', '{\n  // the fleet\n  "version": 1, "servers": {}\n}\n'))).toMatch(/comment\.json:2:3: expected a "double-quoted" key, found a comment; a \.json file/);
+    expect(failure(file('bare.json', '{"version": 1, servers: {}}'))).toMatch(/bare\.json:1:16: expected a "double-quoted" key, found "servers:"/);
+    expect(failure(file('two.json', '{"version": 1, "servers": {}}\n{}\n'))).toMatch(/two\.json:2:1: unexpected "{}" after the document's end/);
+    expect(failure(file('UPPER.JSON', '{"version": 1, "servers": {},}'))).toMatch(/UPPER\.JSON:1:30: a trailing comma before "}"/);
+    // A duplicate key is refused, not last-wins as JSON.parse would have it: here the second server would silently replace the first.
+    expect(failure(file('dupserver.json', '{"version": 1, "servers": {\n  "a": {"command": "x"},\n  "a": {"command": "y"}\n}}'))).toMatch(/dupserver\.json:3:3: key "a" appears twice in one object; keys must be unique: remove or rename one/);
+    expect(failure(file('deep.json', `{"version": 1, "servers": {}, "x": ${'['.repeat(200)}${']'.repeat(200)}}`))).toMatch(/deep\.json:1:\d+: nested deeper than 128 levels; flatten the file/);
+    expect(failure(file('blank.json', '\n'))).toMatch(/blank\.json: the file is empty/);
+    // Problems in the shape still name the line and column in a JSON file.
+    const shape = failure(file('shape.json', '{\n  "version": 1,\n  "servers": {\n    "a": { "command": "x", "tier": "cloud", "sesion": "shared" }\n  }\n}\n'));
+    expect(shape).toMatch(/shape\.json:4:36: servers\.a\.tier: Invalid option/);
+    expect(shape).toMatch(/shape\.json:4:45: servers\.a: Unrecognized key: "sesion"/);
+    // YAML stays YAML: the same text in a .yaml file is read as before.
+    expect(loadServersFile(file('comma.yaml', '{"version":1,"servers":{"a":{"command":"/usr/bin/python3","tier":"host",}}}'), noEnv).servers.map((s) => s.name)).toEqual(['a']);
+  });
+
   it('names the file:line:col and path of every problem in the shape', () => {
     const path = file(
       'bad.yaml',
@@ -147,7 +169,7 @@ describe('servers files', () => {
   it('names the line of syntax errors, duplicate keys, a wrong version, and an unreadable file', () => {
     expect(failure(file('syntax.yaml', 'version: 1\nservers: [unclosed\n'))).toMatch(/syntax\.yaml:\d+:\d+: /);
     expect(failure(file('dup.yaml', 'version: 1\nservers:\n  a: { command: x }\n  a: { command: y }\n'))).toMatch(/dup\.yaml:4:3: Map keys must be unique/);
-    expect(failure(file('dup.json', '{"version": 1, "servers": {}, "version": 1}'))).toMatch(/dup\.json:1:31: Map keys must be unique/);
+    expect(failure(file('dup.json', '{"version": 1, "servers": {}, "version": 1}'))).toMatch(/dup\.json:1:31: key "version" appears twice in one object; keys must be unique/);
     expect(failure(file('v2.yaml', 'version: 2\nservers: {}\n'))).toMatch(/v2\.yaml:1:10: version: Invalid input: expected 1/);
     expect(failure(file('empty.yaml', ''))).toMatch(/empty\.yaml: the file is empty; it needs `version: 1` and a `servers` map/);
     expect(failure(file('comments.yaml', '# nothing yet\n'))).toMatch(/comments\.yaml: the file is empty/);

@@ -4,7 +4,7 @@ import { ConfigInvalidError, MAX_TIMEOUT_MS, PoolName, type Tier, TierInput, Too
 import { z } from 'zod';
 import { POOL_DEFAULTS } from './pool-options.js';
 import { type ConfigValue, SecretValue } from './secret-value.js';
-import { parseYamlSource, type YamlSource } from '@forge-fleet/shared/yaml-source';
+import { parseConfigSource, type YamlSource } from '@forge-fleet/shared/yaml-source';
 
 /** What the servers file's errors call it. */
 const WHAT = 'MCP servers file';
@@ -211,7 +211,7 @@ function maxInstances(s: { readonly instances: { readonly max?: number | undefin
 }
 
 /**
- * The servers file a worker is given with `--mcp` (YAML or JSON):
+ * The servers file a worker is given with `--mcp` (YAML, or strict JSON when named `*.json`):
  *
  * ```yaml
  * version: 1
@@ -342,7 +342,7 @@ export function loadServersFile(path: string, env: Readonly<Record<string, strin
   } catch (error) {
     throw new ConfigInvalidError(WHAT, [`--mcp: cannot read ${file}: ${errorCode(error)}`], { cause: error });
   }
-  const source = parseYamlSource(file, text, WHAT);
+  const source = parseConfigSource(file, text, WHAT);
   // An empty document (or only comments) parses to null: say what the file needs rather than "expected object".
   if (source.value === null || source.value === undefined) {
     throw new ConfigInvalidError(WHAT, [`${file}: the file is empty; it needs \`version: 1\` and a \`servers\` map (see docs/mcp-servers.md)`]);

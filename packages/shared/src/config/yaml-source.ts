@@ -1,13 +1,13 @@
 import { ConfigInvalidError } from '../errors/errors.js';
+import { parseJsonSource } from './json-source.js';
 import { LOST_KEY_PROBLEM, lostKeyPaths } from './lost-keys.js';
 import { type Document, isMap, isNode, isScalar, LineCounter, parseDocument, visit } from 'yaml';
 
 /**
- * A YAML (or JSON: YAML is a superset, so one parser serves both and every
- * error names a line) document with the position of each of its parts: what
- * the configuration files (the dispatcher's policy file, a worker's servers
- * file) are read with, so that they say their mistakes alike. Its own entry
- * point (`@forge-fleet/shared/yaml-source`), so that only they load the parser.
+ * A YAML or JSON document with the position of each of its parts: what the
+ * configuration files (the dispatcher's policy file, a worker's servers file)
+ * are read with, so that they say their mistakes alike. Its own entry point
+ * (`@forge-fleet/shared/yaml-source`), so that only they load the parser.
  */
 export interface YamlSource {
   /** The document as plain JavaScript values. */
@@ -21,7 +21,21 @@ export interface YamlSource {
 }
 
 /**
- * Parses `text`, read from `file`, keeping node positions.
+ * Parses a configuration file's `text`, read from `file`: a file named
+ * `*.json` as strict JSON, any other as YAML. Not YAML for both, though YAML
+ * reads most JSON: it also reads what JSON forbids (a trailing comma, a
+ * comment), so a `.json` file that every other JSON tool refuses would load.
+ * Either way duplicate keys and `__proto__` are refused, and every error
+ * names `file:line:col`.
+ * @throws ConfigInvalidError as {@link parseYamlSource} and `parseJsonSource` do.
+ */
+export function parseConfigSource(file: string, text: string, what: string): YamlSource {
+  if (!/\.json$/i.test(file)) return parseYamlSource(file, text, what);
+  return refuseLostKeys(parseJsonSource(file, text, what), what);
+}
+
+/**
+ * Parses `text`, read from `file`, as YAML, keeping node positions.
  * @throws ConfigInvalidError (`invalid <what>: file:line:col: …`) for every syntax error, duplicate keys included,
  *   aliases that expand too often, and each key a JavaScript object would drop (`__proto__`, see lost-keys.ts).
  */
@@ -46,6 +60,11 @@ export function parseYamlSource(file: string, text: string, what: string): YamlS
       return isNode(node) && node.range !== undefined && node.range !== null ? at(node.range[0]) : file;
     },
   };
+  return refuseLostKeys(source, what);
+}
+
+/** `source`, unless it has a key a JavaScript object would drop (`__proto__`, see lost-keys.ts): each is refused at its place. */
+function refuseLostKeys(source: YamlSource, what: string): YamlSource {
   const lost = lostKeyPaths(source.value);
   if (lost.length > 0) throw new ConfigInvalidError(what, lost.map((p) => `${source.where(p, { key: true })}: ${p.join('.')}: ${LOST_KEY_PROBLEM}`));
   return source;
