@@ -183,7 +183,62 @@ for (const [i, m] of modules.entries()) {
   }
 }
 
-const { startLocalRedis, LocalRedisUnavailableError } = await import('@forge-fleet/local-redis');
+// The redis-server runs under a keeper of its own process group: a terminal's Ctrl-C (or `kill -- -PGID`) reaches
+// every process of this group at once, and a redis-server among them would go first, leaving the workers their grace
+// period to log ECONNREFUSED instead of finishing their calls. This script stops it once the apps have exited. The
+// keeper holds the read end of a pipe from this process: when this process ends in any way (SIGKILL included), the
+// pipe closes and the keeper stops redis-server and exits, so nothing is left behind.
+const REDIS_KEEPER = `
+const { startLocalRedis } = await import('@forge-fleet/local-redis');
+const starting = startLocalRedis();
+let redis;
+let stopping;
+const stop = () => (stopping ??= (async () => {
+  await starting.catch(() => undefined);
+  await redis?.stop();
+  process.exit(0);
+})());
+process.on('SIGINT', () => undefined);
+process.on('SIGTERM', () => void stop());
+process.stdin.on('end', () => void stop());
+process.stdin.on('error', () => void stop());
+process.stdin.resume();
+try {
+  redis = await starting;
+} catch (error) {
+  process.stdout.write(JSON.stringify({ error: error instanceof Error ? error.message : String(error) }) + '\\n');
+  process.exit(1);
+}
+process.stdout.write(JSON.stringify({ url: redis.url }) + '\\n');
+`;
+
+/** A redis-server of this fleet's own, under the keeper above: its URL, and `stop`, which resolves once it is gone. */
+function startRedis() {
+  const keeper = spawn(process.execPath, ['--input-type=module', '-e', REDIS_KEEPER], { cwd: root, detached: true, stdio: ['pipe', 'pipe', 'inherit'] });
+  const exited = new Promise((r) => keeper.once('exit', r));
+  keeper.stdin.on('error', () => undefined);
+  const stop = async () => {
+    keeper.stdin.end();
+    await exited;
+  };
+  return new Promise((resolve, reject) => {
+    let out = '';
+    keeper.stdout.on('data', (d) => {
+      out += d.toString();
+      const line = out.split('\n', 2);
+      if (line.length < 2) return;
+      let message;
+      try {
+        message = JSON.parse(line[0]);
+      } catch {
+        message = { error: `the redis-server keeper said: ${line[0]}` };
+      }
+      if (typeof message.url === 'string') resolve({ url: message.url, stop });
+      else reject(new Error(message.error));
+    });
+    void exited.then((code) => reject(new Error(`could not start redis-server (its keeper exited ${code}): ${oneLine(out)}`)));
+  });
+}
 const { mintToken } = await import('@forge-fleet/shared');
 const { initKeys, KEY_FILES, workerKey } = await import('@forge-fleet/cli');
 const children = [];
@@ -322,11 +377,7 @@ try {
 
   let redisUrl = process.env.REDIS_URL;
   if (redisUrl === undefined || redisUrl === '') {
-    try {
-      redis = await startLocalRedis();
-    } catch (error) {
-      throw new Error(error instanceof LocalRedisUnavailableError ? error.message : String(error), { cause: error });
-    }
+    redis = await startRedis();
     redisUrl = redis.url;
     say(`Forge Fleet: started redis-server at ${redisUrl} (set REDIS_URL to use your own)`);
   }

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { SAME_REQUEST_MS } from './run-main.js';
 
 const RUN_MAIN = fileURLToPath(new URL('./run-main.ts', import.meta.url));
 
@@ -37,11 +38,27 @@ describe('runMain', () => {
     expect(c.output()).toContain('stopped');
   });
 
+  it('takes a signal that follows the first at once as the same request: a terminal\'s Ctrl-C reaches it, then its supervisor\'s SIGTERM', async () => {
+    const c = child(0, 300);
+    await c.ready;
+    c.kill('SIGINT');
+    c.kill('SIGTERM');
+    expect(await c.exit).toBe(0);
+    expect(c.output()).toContain('stopped');
+    // The same while it still starts.
+    const s = child(300);
+    await s.ready;
+    s.kill('SIGINT');
+    s.kill('SIGTERM');
+    expect(await s.exit).toBe(0);
+    expect(s.output()).toContain('stopped');
+  });
+
   it('exits at once on a second signal while start-up still runs', async () => {
     const c = child(60_000);
     await c.ready;
     c.kill('SIGTERM');
-    await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, SAME_REQUEST_MS + 100));
     c.kill('SIGTERM');
     expect(await c.exit).toBe(1);
     expect(c.output()).not.toContain('stopped');
@@ -52,7 +69,7 @@ describe('runMain', () => {
     await c.ready;
     await new Promise((r) => setTimeout(r, 200));
     c.kill('SIGINT');
-    await new Promise((r) => setTimeout(r, 200));
+    await new Promise((r) => setTimeout(r, SAME_REQUEST_MS + 100));
     c.kill('SIGTERM');
     expect(await c.exit).toBe(1);
     expect(c.output()).not.toContain('stopped');

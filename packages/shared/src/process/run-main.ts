@@ -16,6 +16,15 @@ export interface RunningProcess {
 }
 
 /**
+ * A signal this soon after the first is the same request, not a second one: a
+ * terminal's Ctrl-C (or `kill -- -PGID`) reaches every process of the group at
+ * once, and a supervisor in that group (`npm start`) then sends its own
+ * SIGTERM to each child. Were that "a second signal", one Ctrl-C would cut off
+ * every running call instead of giving it the grace period.
+ */
+export const SAME_REQUEST_MS = 1000;
+
+/**
  * Runs a fleet command: starts it, stops it gracefully on SIGTERM or SIGINT
  * and exits 0, or exits 1 with one readable line (error code first) when
  * start-up fails.
@@ -25,12 +34,23 @@ export interface RunningProcess {
  * stop it gracefully, not kill it (the default action). A signal that comes
  * while it starts is kept, and acted on once start-up ends. A second signal,
  * while it starts or stops, ends it at once: a stop that hangs (its Redis
- * went first) must never outlive the one who asked for it twice.
+ * went first) must never outlive the one who asked for it twice. Only one
+ * that comes {@link SAME_REQUEST_MS} or more after the first counts as second.
  */
 export function runMain(name: string, start: () => Promise<RunningProcess>): void {
   let running: RunningProcess | undefined;
   let pending: string | undefined;
   let stopping = false;
+  let firstAt: number | undefined;
+  const onSignal = (signal: string): void => {
+    const now = Date.now();
+    if (firstAt !== undefined && now - firstAt < SAME_REQUEST_MS) {
+      running?.log.info({ signal }, 'signal right after the first: the same request, still stopping gracefully');
+      return;
+    }
+    firstAt ??= now;
+    shutdown(signal);
+  };
   const shutdown = (signal: string): void => {
     if (running === undefined) {
       // A second signal while it still starts: someone wants it gone now (a start-up that hangs must stay stoppable).
@@ -60,8 +80,8 @@ export function runMain(name: string, start: () => Promise<RunningProcess>): voi
       },
     );
   };
-  process.on('SIGTERM', () => shutdown('SIGTERM'));
-  process.on('SIGINT', () => shutdown('SIGINT'));
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
+  process.on('SIGINT', () => onSignal('SIGINT'));
   start().then(
     (started) => {
       running = started;
