@@ -75,7 +75,7 @@ export class StrandedCalls {
       log.info({ to: route.queue, status: record.status }, 'call re-homed from a pack without live workers');
       return;
     }
-    const error = record.status === 'running' ? new WorkerLostError(name, 'lock_expired', { detail: 'its worker stopped and no other live worker serves the tool' }) : new NoWorkerError(name, from.queue);
+    const error = record.status === 'running' ? new WorkerLostError(name, 'lock_expired', { detail: 'its worker stopped and no other live worker serves the tool' }) : new NoWorkerError(name, from.queue, { runs: record.starts });
     if (await d.store.end(from.lane, id, 'failed', errorResult(envelope.call, error), { onlyFrom: record.status })) {
       d.audit.write({ decision: 'failed', code: error.code, callId: id, tool: name, ...(envelope.caller === undefined ? {} : { caller: envelope.caller }) });
       log.warn({ code: error.code }, 'call ended: its pack lost its workers and no other live worker serves the tool');

@@ -9,9 +9,9 @@ import type { McpServerPool } from './server-pool.js';
 import { loadServersFile } from './servers-file.js';
 import { importTools, MAX_LISTING_SUBSCHEMAS } from './tool-import.js';
 
-function server() {
+function server(...more: string[]) {
   const dir = mkdtempSync(join(tmpdir(), 'tool-import-'));
-  writeFileSync(join(dir, 'servers.yaml'), ['version: 1', 'servers:', '  big:', '    command: node'].join('\n'));
+  writeFileSync(join(dir, 'servers.yaml'), ['version: 1', 'servers:', '  big:', '    command: node', ...more].join('\n'));
   const [config] = loadServersFile(join(dir, 'servers.yaml'), {}).servers;
   if (config === undefined) throw new Error('no server in the file');
   return config;
@@ -94,5 +94,16 @@ describe("importTools keeps what the server said about a tool's effects", () => 
       ['big.plain', {}],
       ['big.hinted', { destructiveHint: true }],
     ]);
+  });
+});
+
+describe('importTools and the settings of the file', () => {
+  it("warns of each tool the file sets that the server does not list (a misspelt name would protect nothing), and of no other", async () => {
+    const warnings: unknown[] = [];
+    const spy = { warn: (fields: unknown) => warnings.push(fields) };
+    const config = server('    tools:', '      write_file: { requiresConfirmation: true }', '      writefile_typo: { requiresConfirmation: true }');
+    const imported = await importTools(config, [{ name: 'write_file', inputSchema: { type: 'object' } }], lane, noPool, spy as never);
+    expect(imported.tools.map((t) => t.definition)).toEqual([expect.objectContaining({ name: 'big.write_file', requiresConfirmation: true })]);
+    expect(warnings).toEqual([{ server: 'big', tool: 'writefile_typo' }]);
   });
 });

@@ -105,5 +105,11 @@ export async function importTools(server: McpServerConfig, listed: readonly McpT
     const asTask = mcp.execution?.taskSupport === 'required';
     tools.push({ definition, executor: new McpToolExecutor(named.name, { server: server.name, tool: own, timeoutMs: settings.timeoutMs, ...(asTask ? { asTask } : {}) }, pool, log) });
   }
+  // A setting for a tool the server does not list (a name misspelt in the file) applies to nothing: said, not silent,
+  // since a missed requiresConfirmation or timeoutMs is a protection the operator believes is there.
+  const names = new Set(listed.map((mcp) => mcp?.name));
+  for (const name of Object.keys(server.tools)) {
+    if (!names.has(name)) log.warn({ server: server.name, tool: name }, `the servers file sets tools.${name} of server '${server.name}', which lists no tool of that name: the setting applies to nothing until it does (a misspelt name?)`);
+  }
   return { tools, skipped };
 }

@@ -194,6 +194,23 @@ describe('error codes', () => {
   });
 });
 
+describe('NoWorkerError', () => {
+  it('names both ways to start a worker of the tool (a tools module, or a servers file)', () => {
+    const error = new NoWorkerError('files.read', '{forge.platform}');
+    expect(error.message).toContain('--tools <module>');
+    expect(error.message).toContain('--mcp <servers file>');
+    expect(error.message).toContain('then call again');
+    expect(error.details).toEqual({ toolName: 'files.read', queue: '{forge.platform}' });
+  });
+
+  it('says a call that had run before (a retry waiting as its last worker went) may have taken effect, and counts its runs', () => {
+    const error = new NoWorkerError('rp.crash', '{forge.host}', { runs: 2 });
+    expect(error.message).toContain('it had already run 2 times, and whether that took effect is unknown; check before calling it again');
+    expect(error.message).not.toContain('then call again');
+    expect(error.details).toEqual({ toolName: 'rp.crash', queue: '{forge.host}', runs: 2 });
+  });
+});
+
 describe('WorkerLostError', () => {
   const check = 'check whether it took effect before calling it again';
 

@@ -270,13 +270,22 @@ export class UnavailableError extends FleetError {
 /** The tool is known, but no live worker serves it right now. */
 export class NoWorkerError extends FleetError {
   readonly code = ErrorCode.NO_WORKER;
+  /**
+   * @param options.runs how often the call had already run, when it was waiting to run again (a retryable tool's
+   *   retry) as its last worker went: whether those runs took effect is unknown, and the message says so.
+   */
   constructor(
     readonly toolName: string,
     readonly queue: string,
+    options: { readonly runs?: number } = {},
   ) {
+    const start = "a worker of its tier that serves it (`forge-worker --tools <module>`, or `--mcp <servers file>` for an MCP server's tool, whose server must list it)";
+    const runs = options.runs ?? 0;
     super(
-      `no live worker serves tool '${toolName}' (queue ${queue}); start one with \`forge-worker --tools <module>\` for its tier, then call again`,
-      { toolName, queue },
+      runs > 0
+        ? `no live worker serves tool '${toolName}' (queue ${queue}) to run the call again: it had already run ${runs} time${runs === 1 ? '' : 's'}, and whether that took effect is unknown; check before calling it again, once ${start} is up`
+        : `no live worker serves tool '${toolName}' (queue ${queue}); start ${start}, then call again`,
+      { toolName, queue, ...(runs > 0 ? { runs } : {}) },
     );
   }
 }
