@@ -82,6 +82,16 @@ describe('servers files', () => {
     expect(echo).toMatchObject({ name: 'echo', prefix: 'echo', tier: 'host', transport: { kind: 'stdio', command: 'node', args: ['server.js'], cwd: undefined, env: {} } });
   });
 
+  it('refuses a YAML file whose flow collections nest deeper than a JSON file may, before the parser (100,000 brackets took the process down)', () => {
+    const deep = failure(file('deep.yaml', `version: 1\nservers: {}\nx: ${'['.repeat(100_000)}${']'.repeat(100_000)}\n`));
+    expect(deep).toMatch(/deep\.yaml:3:132: nested deeper than 128 levels; flatten the file/);
+    // Within the bound, and brackets inside scalars, are read as before.
+    const text = `version: 1\nservers:\n  a:\n    command: x\n    args: ["^[a-z${'['.repeat(200)}", '[[''']\n    env: { A: "x[1" }\n  b:\n    command: y\n    args:\n      - ^[a-z${'['.repeat(200)}\n      - x[1]\n`;
+    const [a, b] = loadServersFile(file('brackets.yaml', text), noEnv).servers;
+    expect((a?.transport as StdioTransport).args).toEqual([`^[a-z${'['.repeat(200)}`, "[['"]);
+    expect((b?.transport as StdioTransport).args).toEqual([`^[a-z${'['.repeat(200)}`, 'x[1]']);
+  });
+
   it('reads a .json file as strict JSON, refusing what only YAML allows with file:line:col and what to fix', () => {
     const strict = /a \.json file is read as strict JSON .*: fix it there, or rename the file \.yaml to write YAML/;
     // YAML reads this trailing comma without a word; no JSON tool does.

@@ -1,5 +1,6 @@
 import { ConfigInvalidError } from '../errors/errors.js';
-import { parseJsonSource } from './json-source.js';
+import { deepFlowAt } from './flow-depth.js';
+import { MAX_JSON_DEPTH, parseJsonSource } from './json-source.js';
 import { LOST_KEY_PROBLEM, lostKeyPaths } from './lost-keys.js';
 import { type Document, isMap, isNode, isScalar, LineCounter, parseDocument, visit } from 'yaml';
 
@@ -37,9 +38,17 @@ export function parseConfigSource(file: string, text: string, what: string): Yam
 /**
  * Parses `text`, read from `file`, as YAML, keeping node positions.
  * @throws ConfigInvalidError (`invalid <what>: file:line:col: …`) for every syntax error, duplicate keys included,
- *   aliases that expand too often, and each key a JavaScript object would drop (`__proto__`, see lost-keys.ts).
+ *   aliases that expand too often, flow collections nested deeper than JSON may be, and each key a JavaScript
+ *   object would drop (`__proto__`, see lost-keys.ts).
  */
 export function parseYamlSource(file: string, text: string, what: string): YamlSource {
+  // The bound JSON files have; before the parser, which a flow nested 100,000 deep takes down (flow-depth.ts).
+  const deep = deepFlowAt(text, MAX_JSON_DEPTH);
+  if (deep !== undefined) {
+    const before = text.slice(0, deep);
+    const line = before.split('\n').length;
+    throw new ConfigInvalidError(what, [`${file}:${line}:${deep - before.lastIndexOf('\n')}: nested deeper than ${MAX_JSON_DEPTH} levels; flatten the file`]);
+  }
   const lines = new LineCounter();
   const doc = parseDocument(text, { lineCounter: lines, prettyErrors: false });
   const at = (offset: number): string => {
