@@ -55,6 +55,26 @@ describe('an HTTP upstream whose answer does not end', () => {
     expect(pool.status().instances[0]?.id).toBe(session);
   });
 
+  it('fails a call at once, EXECUTION_FAILED, when its answer is neither a result nor an error (JSON or SSE), or a JSON-RPC error -32000; the session serves on', async () => {
+    const session = pool.status().instances[0]?.id;
+    // The pool's timeout is 10 s: the SDK dropped such an event, and the call waited for it; a JSON body failed at
+    // once, with the schema's raw text as its message.
+    for (const tool of ['null-sse', 'null-json']) {
+      const failure = await failureOf(pool.call({ tool, arguments: {} }));
+      expect(failure).toMatchObject({ code: 'EXECUTION_FAILED' });
+      expect(failure.message).toContain("MCP server 'flood' answered the call with neither a result nor an error (its result is null, not an object)");
+    }
+    // One whose length is declared passes unread (not copied on the way), and the SDK's schema refuses it.
+    const sized = await failureOf(pool.call({ tool: 'null-sized', arguments: {} }));
+    expect(sized).toMatchObject({ code: 'EXECUTION_FAILED' });
+    expect(sized.message).toContain("MCP server 'flood' answered the call with neither a result nor an error (it is not a JSON-RPC message: ");
+    const failure = await failureOf(pool.call({ tool: 'error-32000', arguments: {} }));
+    expect(failure).toMatchObject({ code: 'EXECUTION_FAILED', details: { mcpCode: -32000 } });
+    expect(failure.message).toContain('the upstream of the upstream failed');
+    expect(await pool.call({ tool: 'echo', arguments: { n: 3 } })).toMatchObject({ content: [{ type: 'text', text: 'echo {"n":3}' }] });
+    expect(pool.status().instances[0]?.id).toBe(session);
+  });
+
   it('fails only that call when one event of its SSE answer passes the bound', async () => {
     const failure = await failureOf(pool.call({ tool: 'flood-sse', arguments: {} }));
     expect(failure).toMatchObject({ code: 'RESOURCE_LIMIT' });

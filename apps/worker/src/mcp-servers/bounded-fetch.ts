@@ -1,5 +1,5 @@
 import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js';
-import { MAX_MESSAGE_BYTES, tooLargeAnswer } from './answer-lines.js';
+import { badAnswer, MAX_MESSAGE_BYTES, tooLargeAnswer } from './answer-lines.js';
 
 /** What of an error body is read: it only goes into a message (a refusal's revisions, say), never whole. */
 const MAX_ERROR_BODY_BYTES = 64 * 1024;
@@ -67,9 +67,38 @@ function rebodied(response: Response, body: ConstructorParameters<typeof Respons
   return copy;
 }
 
+/**
+ * The most bytes of a message that are looked at for an answer that is neither a result nor an error
+ * (answer-lines.ts's badAnswer): such an answer is a few dozen bytes, and a larger one only fails later.
+ */
+const SCREENED_BYTES = 64 * 1024;
+
+/**
+ * `text`, one JSON-RPC message or a batch, with each answer that is neither a result nor an error replaced by
+ * the worker's own error answer to its request; undefined when there is none. The SDK's transport refuses such
+ * a message as a whole: an SSE event was dropped, the call left to wait for its timeout (and a JSON body read
+ * here, as one whose length was declared is, failed its call with the schema's raw text).
+ */
+function screened(text: string): string | undefined {
+  // Requests and notifications carry a method; the answers worth a look are small, and the usual ones say a result or an error object.
+  if (text.length > SCREENED_BYTES || text.includes('"method"')) return undefined;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  const messages = Array.isArray(parsed) ? (parsed as unknown[]) : [parsed];
+  const made = messages.map((m) => badAnswer(m));
+  if (made.every((m) => m === undefined)) return undefined;
+  const fixed = messages.map((m, i) => made[i] ?? m);
+  return JSON.stringify(Array.isArray(parsed) ? fixed : fixed[0]);
+}
+
 async function boundedJson(response: Response, body: ReadableStream<Uint8Array>, ids: readonly JsonRpcId[], maxBytes: number): Promise<Response> {
   // The usual answer says its length, and fetch delivers no more than it says: within the bound it passes as it is,
-  // not read and copied here first. A compressed one is decoded by fetch, to any size, so it is counted.
+  // not read and copied here first (the SDK's transport fails its call at once if it is not a JSON-RPC message, see
+  // notJsonRpc in upstream-instance.ts). A compressed one is decoded by fetch, to any size, so it is counted.
   const declared = response.headers.get('content-length');
   if (declared !== null && response.headers.get('content-encoding') === null && Number(declared) <= maxBytes) return response;
   const parts: Uint8Array[] = [];
@@ -87,7 +116,8 @@ async function boundedJson(response: Response, body: ReadableStream<Uint8Array>,
     }
     parts.push(value);
   }
-  return rebodied(response, Buffer.concat(parts, size));
+  const whole = Buffer.concat(parts, size);
+  return rebodied(response, (size <= SCREENED_BYTES ? screened(whole.toString('utf8')) : undefined) ?? whole);
 }
 
 /** Passes the first `maxBytes` of a stream and ends it there, cancelling the rest. */
@@ -187,9 +217,25 @@ export function boundedEvents(ids: readonly JsonRpcId[], maxBytes: number): Tran
   }
 
   function end(controller: TransformStreamDefaultController<Uint8Array>): void {
-    if (!dropping && parts.length > 0) controller.enqueue(parts.length === 1 ? (parts[0] as Uint8Array) : Buffer.concat(parts, size));
+    if (!dropping && parts.length > 0) {
+      const event = parts.length === 1 ? (parts[0] as Uint8Array) : Buffer.concat(parts, size);
+      const fixed = size <= SCREENED_BYTES ? screenedEvent(Buffer.from(event.buffer, event.byteOffset, event.byteLength).toString('utf8')) : undefined;
+      controller.enqueue(fixed === undefined ? event : encoder.encode(fixed));
+    }
     parts = [];
     size = 0;
     dropping = false;
   }
+}
+
+/** An SSE event whose data is an answer that is neither a result nor an error, as an event of the worker's own answer (see {@link screened}); else undefined. */
+function screenedEvent(event: string): string | undefined {
+  const data: string[] = [];
+  for (const line of event.split(/\r\n|\r|\n/)) {
+    if (line.startsWith('data:')) data.push(line.slice(line.startsWith('data: ') ? 6 : 5));
+    else if (line.startsWith('event:') && line.slice(6).trim() !== 'message') return undefined;
+  }
+  if (data.length === 0) return undefined;
+  const fixed = screened(data.join('\n'));
+  return fixed === undefined ? undefined : `event: message\ndata: ${fixed}\n\n`;
 }

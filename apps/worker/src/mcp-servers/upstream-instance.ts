@@ -294,7 +294,7 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
         remedy: 'ask for less in one call (a part of the file, a page of the results)',
       });
     }
-    const wrong = notAnAnswer(err);
+    const wrong = notAnAnswer(err) ?? notJsonRpc(err);
     if (wrong !== undefined) {
       return new ExecutionFailedError(name, `MCP server '${this.server}' answered the call with neither a result nor an error (${wrong})`, { details: { server: this.server } });
     }
@@ -306,6 +306,17 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
       details: { server: this.server, ...(err instanceof McpError ? { mcpCode: err.code } : {}) },
     });
   }
+}
+
+/**
+ * What was wrong, when `err` is the schema error the SDK's HTTP transport fails a request with whose answer (a
+ * JSON body) is not a JSON-RPC message; else undefined. Only its first issue is told, and no value of the answer.
+ */
+function notJsonRpc(err: unknown): string | undefined {
+  if (!(err instanceof Error) || err.name !== 'ZodError') return undefined;
+  const issue = (err as Error & { issues?: { path?: PropertyKey[]; message?: string }[] }).issues?.[0];
+  const at = issue?.path === undefined || issue.path.length === 0 ? '' : ` at ${issue.path.map(String).join('.')}`;
+  return `it is not a JSON-RPC message: ${String(issue?.message ?? 'refused by the MCP schema').slice(0, 200)}${at}`;
 }
 
 /**
