@@ -10,7 +10,7 @@ import {
   isFleetError,
   toolMatcher,
 } from '@forge-fleet/shared';
-import { parseConfigSource } from '@forge-fleet/shared/yaml-source';
+import { fieldNamesOf, issueFix, parseConfigSource } from '@forge-fleet/shared/yaml-source';
 import { z } from 'zod';
 import { approvalPolicy } from './policy.js';
 
@@ -85,7 +85,8 @@ export function loadPolicyFile(path: string): LoadedPolicy {
   const parsed = Policy.safeParse(source.value);
   if (!parsed.success) {
     // The deepest node of each issue's path that exists in the file gives its line.
-    const problems = parsed.error.issues.map((issue) => `${source.where(issue.path)}: ${issue.path.length === 0 ? '(root)' : issue.path.join('.')}: ${issue.message}`);
+    const fields = fieldNamesOf(Policy);
+    const problems = parsed.error.issues.map((issue) => `${source.where(issue.path)}: ${issue.path.length === 0 ? '(root)' : issue.path.join('.')}: ${issue.message}${issueFix(issue, fields)}`);
     throw new ConfigInvalidError('policy file', problems, { cause: parsed.error });
   }
   return { policy: Object.freeze(parsed.data), source: path };

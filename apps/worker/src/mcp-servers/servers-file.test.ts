@@ -164,14 +164,14 @@ describe('servers files', () => {
     expect(message).toMatch(at(19, 17, 'servers.hosted.filesystem', 'host-tier servers get no private filesystem view'));
     expect(message).toMatch(at(20, 23, 'servers.hosted.instances.min', /min \(3\) is above max \(2\)/));
     expect(message).toMatch(at(21, 34, 'servers.hosted.restartBackoff.initialMs', /initialMs \(10\) is above maxMs \(5\)/));
-    expect(message).toMatch(/bad\.yaml:22:5: servers\.hosted: Unrecognized key: "sesion"/);
+    expect(message).toMatch(/bad\.yaml:22:5: servers\.hosted: Unrecognized key: "sesion"; did you mean "session"\?/);
     expect(message).toMatch(at(25, 12, 'servers.values.env.1BAD', 'key must be letters, digits and "_"'));
     expect(message).toMatch(at(25, 27, 'servers.values.env.GOOD', 'must be a string, \\{ fromEnv: NAME \\} or \\{ fromFile: PATH \\}'));
     expect(message).toMatch(at(25, 36, 'servers.values.env.ALSO', 'must be a string'));
     expect(message).toMatch(at(27, 10, 'servers.web.url', 'must be an http:// or https:// URL'));
     expect(message).toMatch(at(28, 16, 'servers.web.headers.Content-Type', 'key "Content-Type" is set by the MCP transport itself'));
     expect(message).toMatch(at(28, 42, 'servers.web.headers.bad header', 'key must be an HTTP header name'));
-    expect(message).toMatch(/bad\.yaml:29:14: servers\.web\.session: Invalid option/);
+    expect(message).toMatch(/bad\.yaml:29:14: servers\.web\.session: Invalid option.*; write one of "shared", "perCaller"/);
     expect(message).toMatch(/bad\.yaml:30:23: servers\.web\.callsPerInstance: Too small/);
     expect(message).toMatch(/bad\.yaml:31:11: servers\.web\.tier: Invalid option/);
   });
@@ -180,7 +180,11 @@ describe('servers files', () => {
     expect(failure(file('syntax.yaml', 'version: 1\nservers: [unclosed\n'))).toMatch(/syntax\.yaml:\d+:\d+: /);
     expect(failure(file('dup.yaml', 'version: 1\nservers:\n  a: { command: x }\n  a: { command: y }\n'))).toMatch(/dup\.yaml:4:3: Map keys must be unique/);
     expect(failure(file('dup.json', '{"version": 1, "servers": {}, "version": 1}'))).toMatch(/dup\.json:1:31: key "version" appears twice in one object; keys must be unique/);
-    expect(failure(file('v2.yaml', 'version: 2\nservers: {}\n'))).toMatch(/v2\.yaml:1:10: version: Invalid input: expected 1/);
+    expect(failure(file('v2.yaml', 'version: 2\nservers: {}\n'))).toMatch(/v2\.yaml:1:10: version: Invalid input: expected 1; write 1/);
+    // What to change, after the validator's words: the field a misspelt key was likely meant to be, what is missing.
+    expect(failure(file('typo.yaml', 'version: 1\nservers:\n  a:\n    command: x\n    instance: { max: 2 }\n'))).toMatch(/typo\.yaml:5:5: servers\.a: Unrecognized key: "instance"; did you mean "instances"\?/);
+    expect(failure(file('stray.yaml', 'version: 1\nservers:\n  a:\n    command: x\n    colour: red\n'))).toMatch(/stray\.yaml:5:5: servers\.a: Unrecognized key: "colour"; remove "colour": it is not a field here/);
+    expect(failure(file('noservers.yaml', 'version: 1\n'))).toMatch(/noservers\.yaml:1:1: servers: Invalid input: expected record, received undefined; add it/);
     expect(failure(file('empty.yaml', ''))).toMatch(/empty\.yaml: the file is empty; it needs `version: 1` and a `servers` map/);
     expect(failure(file('comments.yaml', '# nothing yet\n'))).toMatch(/comments\.yaml: the file is empty/);
     expect(failure(file('scalar.yaml', 'servers\n'))).toMatch(/scalar\.yaml:1:1: \(root\): Invalid input: expected object, received string/);

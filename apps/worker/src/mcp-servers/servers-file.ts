@@ -4,7 +4,7 @@ import { ConfigInvalidError, MAX_TIMEOUT_MS, PoolName, type Tier, TierInput, Too
 import { z } from 'zod';
 import { POOL_DEFAULTS } from './pool-options.js';
 import { type ConfigValue, SecretValue } from './secret-value.js';
-import { parseConfigSource, type YamlSource } from '@forge-fleet/shared/yaml-source';
+import { fieldNamesOf, issueFix, parseConfigSource, type YamlSource } from '@forge-fleet/shared/yaml-source';
 
 /** What the servers file's errors call it. */
 const WHAT = 'MCP servers file';
@@ -252,6 +252,9 @@ export const ServersFile = z
   });
 export type ServersFile = z.infer<typeof ServersFile>;
 
+/** Every field a servers file may hold, for the "did you mean" of an unknown key. */
+const SERVERS_FILE_FIELDS = fieldNamesOf(ServersFile);
+
 /**
  * The fleet's name for a server's tool, `prefix.tool`, or why there is none.
  * Used for the file's `tools` keys and, at import, for every name a server's
@@ -352,8 +355,9 @@ export function loadServersFile(path: string, env: Readonly<Record<string, strin
     const problems = parsed.error.issues.map((issue) => {
       // Errors in a key point at the key: the value beside it is not what is wrong.
       if (issue.code === 'invalid_key') return problem(source, issue.path, `key ${issue.issues.map((i) => i.message).join('; ')}`, { key: true });
-      if (issue.code === 'unrecognized_keys' && issue.keys[0] !== undefined) return problem(source, issue.path, issue.message, { key: true, at: [...issue.path, issue.keys[0]] });
-      return problem(source, issue.path, issue.message);
+      const fix = issueFix(issue, SERVERS_FILE_FIELDS);
+      if (issue.code === 'unrecognized_keys' && issue.keys[0] !== undefined) return problem(source, issue.path, `${issue.message}${fix}`, { key: true, at: [...issue.path, issue.keys[0]] });
+      return problem(source, issue.path, `${issue.message}${fix}`);
     });
     throw new ConfigInvalidError(WHAT, problems, { cause: parsed.error });
   }

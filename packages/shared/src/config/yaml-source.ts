@@ -1,5 +1,7 @@
 import { ConfigInvalidError } from '../errors/errors.js';
 import { deepFlowAt } from './flow-depth.js';
+
+export { fieldNamesOf, issueFix } from './issue-fix.js';
 import { MAX_JSON_DEPTH, parseJsonSource } from './json-source.js';
 import { LOST_KEY_PROBLEM, lostKeyPaths } from './lost-keys.js';
 import { type Document, isMap, isNode, isScalar, LineCounter, parseDocument, visit } from 'yaml';
