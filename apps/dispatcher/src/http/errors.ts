@@ -19,11 +19,21 @@ export function zodIssues(error: ZodError, fallback: string): string {
 
 /** A zod failure of one part of a request (`body`, `query`…) as BAD_REQUEST: `what: field: problem; …`. */
 export function badRequest(what: string, error: ZodError): BadRequestError {
-  return new BadRequestError(`${what}: ${zodIssues(error, what)}`);
+  // A problem of the whole part is said once: `body: Unrecognized key…`, not `body: body: …`.
+  return new BadRequestError(`${what}: ${error.issues.map((i) => (i.path.length === 0 ? i.message : `${i.path.join('.')}: ${i.message}`)).join('; ')}`);
 }
 
-/** Checks one part of a request against its schema. @throws BadRequestError naming each problem. */
+/**
+ * Checks one part of a request against its schema. A query parameter given
+ * more than once (`?wait=5000&wait=10`) arrives as a list, which no query
+ * schema takes: it is refused as such, not as the NaN it would coerce to.
+ * @throws BadRequestError naming each problem.
+ */
 export function parseRequest<S extends ZodType>(schema: S, value: unknown, what: string): output<S> {
+  if (what === 'query' && typeof value === 'object' && value !== null) {
+    const repeated = Object.entries(value).filter(([, v]) => Array.isArray(v));
+    if (repeated.length > 0) throw new BadRequestError(`query: ${repeated.map(([k, v]) => `${k} is given ${(v as unknown[]).length} times`).join('; ')}; give it once`);
+  }
   const r = schema.safeParse(value);
   if (!r.success) throw badRequest(what, r.error);
   return r.data;
