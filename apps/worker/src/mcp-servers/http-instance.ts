@@ -2,7 +2,7 @@ import { McpServerLostError, UnavailableError } from '@forge-fleet/shared';
 import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { McpError, ErrorCode as McpErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import type { McpHttpLaunch } from './pool-options.js';
-import { revealAll } from './secret-value.js';
+import { redactSecrets, revealAll } from './secret-value.js';
 import { boundedFetch } from './bounded-fetch.js';
 import { MODERN_ONLY, MODERN_REVISION } from './modern-era.js';
 import type { ParamHeader } from './modern-http-headers.js';
@@ -14,9 +14,6 @@ const TERMINATE_TIMEOUT_MS = 5_000;
 
 /** The `x-mcp-header` declarations of a 2026-07-28 upstream's tools, by its launch: one for all the pool's connections to it. */
 const PARAM_HEADERS = new WeakMap<McpHttpLaunch, Map<string, readonly ParamHeader[]>>();
-
-/** What a redacted secret shows instead. */
-const REDACTED = '[redacted]';
 
 /** The shortest part of a header value (a token after `Bearer `) that is redacted on its own: shorter words would blank ordinary text. */
 const MIN_REDACTED_PART = 8;
@@ -158,9 +155,7 @@ export class HttpMcpInstance extends UpstreamInstance {
   }
 
   #redact(text: string): string {
-    let out = text;
-    for (const secret of this.#secrets) out = out.split(secret).join(REDACTED);
-    return out;
+    return redactSecrets(text, this.#secrets);
   }
 }
 

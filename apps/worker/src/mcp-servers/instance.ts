@@ -8,7 +8,8 @@ import { AnswerLines } from './answer-lines.js';
 import { MODERN_ONLY, MODERN_REVISION, ModernEraBridge } from './modern-era.js';
 import { GroupReaper } from './group-reaper.js';
 import { descendantsOf, killEach, type ProcessEntry } from './process-tree.js';
-import { REDACTED, StderrLines } from './stderr-lines.js';
+import { redactSecrets } from './secret-value.js';
+import { StderrLines } from './stderr-lines.js';
 import { type LaunchTools, stdioLaunch } from './launch-command.js';
 import type { McpStdioLaunch } from './pool-options.js';
 import { isMcpError, refusedRevisions, revisionRefusal, UpstreamInstance, type UpstreamHooks } from './upstream-instance.js';
@@ -207,9 +208,7 @@ export class McpInstance extends UpstreamInstance {
    * put it into the worker's log, an error or `/readyz`.
    */
   get stderrTail(): string {
-    let tail = this.#stderrTail;
-    for (const secret of this.#secrets) tail = tail.split(secret).join(REDACTED);
-    return tail;
+    return redactSecrets(this.#stderrTail, this.#secrets);
   }
 
   /** Kills the process group at once (SIGKILL), and what the server started outside it; `exit` follows. */

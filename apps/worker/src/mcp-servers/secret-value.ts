@@ -46,3 +46,13 @@ export type ConfigValue = string | SecretValue;
 export function revealAll(values: Readonly<Record<string, ConfigValue>>): Record<string, string> {
   return Object.fromEntries(Object.entries(values).map(([k, v]) => [k, typeof v === 'string' ? v : v.reveal()]));
 }
+
+/** What a secret shows instead, wherever a text that may hold one is shown (a server's stderr, an upstream's error). */
+export const REDACTED = '[redacted]';
+
+/** `text` with every occurrence of each of `secrets` replaced by {@link REDACTED}. */
+export function redactSecrets(text: string, secrets: readonly string[]): string {
+  let out = text;
+  for (const secret of secrets) out = out.split(secret).join(REDACTED);
+  return out;
+}

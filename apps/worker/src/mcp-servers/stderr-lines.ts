@@ -1,13 +1,11 @@
 import { StringDecoder } from 'node:string_decoder';
-
-/** What a secret in a server's stderr shows instead. */
-export const REDACTED = '[redacted]';
+import { redactSecrets } from './secret-value.js';
 
 /** The most characters of one stderr line that are passed on; the rest are counted. */
 const MAX_LINE_CHARS = 2_000;
 
 export interface StderrLinesOptions {
-  /** Values of the server's environment that must never be passed on (each is replaced by {@link REDACTED}). */
+  /** Values of the server's environment that must never be passed on (each is replaced, see {@link redactSecrets}). */
   readonly secrets: readonly string[];
   /** Lines passed on per window at most; the others are counted and told once the window ends. */
   readonly maxLines: number;
@@ -77,7 +75,7 @@ export class StderrLines {
     let text = this.#held.endsWith('\r') && chars === this.#held.length ? this.#held.slice(0, -1) : this.#held;
     this.#held = '';
     this.#chars = 0;
-    for (const secret of this.#o.secrets) text = text.split(secret).join(REDACTED);
+    text = redactSecrets(text, this.#o.secrets);
     if (chars > MAX_LINE_CHARS) text = `${text.slice(0, MAX_LINE_CHARS)}… (${chars} characters)`;
     if (text === '') return;
     this.#pass(text);
