@@ -177,7 +177,7 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
     const label = options.label ?? name;
     if (this.#ended) throw this.lost(label);
     const token = `forge-${(this.#nextToken += 1)}`;
-    if (options.asTask === true) return this.#callAsTask(name, args, token, options);
+    if (options.asTask === true) return this.#callAsTask(name, label, args, token, options);
     if (options.onProgress !== undefined) this.#progress.set(token, options.onProgress);
     // The SDK's own timeout fails the call with -32001, the code a server may also send (a timeout of its own
     // upstream, say). This timer of the same length is set first, so it has fired by the time the SDK's has:
@@ -209,7 +209,7 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
    * reported at the progress reached so far (or the count of messages, when
    * the server reports none).
    */
-  async #callAsTask(name: string, args: Record<string, unknown>, token: string, options: McpCallOptions): Promise<CallToolResult> {
+  async #callAsTask(name: string, label: string, args: Record<string, unknown>, token: string, options: McpCallOptions): Promise<CallToolResult> {
     const report = options.onProgress;
     let last: Progress | undefined;
     let statuses = 0;
@@ -229,7 +229,7 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
     try {
       return await callAsTask(this.client, { name, arguments: args, ...(report === undefined ? {} : { _meta: { progressToken: token } }) }, { timeoutMs: options.timeoutMs, signal: options.signal, onStatus });
     } catch (err) {
-      throw this.#failure(options.label ?? name, err, options);
+      throw this.#failure(label, err, options);
     } finally {
       this.#progress.delete(token);
     }
