@@ -9,6 +9,7 @@ import { SecretValue } from '../src/mcp-servers/secret-value.js';
 import type { McpServerConfig } from '../src/mcp-servers/servers-file.js';
 import { WorkerServers } from '../src/mcp-servers/worker-servers.js';
 import { probeIsolation } from '../src/sandbox/probe.js';
+import { closeTracked, track } from './fixtures/tracked.js';
 
 // The catalog follows the server (docs/mcp-servers.md) through every instance that comes up after the first
 // listing: a replacement lists what its server lists now, not what the instance it replaced had come to list.
@@ -20,20 +21,12 @@ const TOKEN = 'tok-catalog-follows-upstream';
 const WAIT = { timeout: 15_000, interval: 20 };
 
 let launchTools: LaunchTools;
-const open: { close(): Promise<void> }[] = [];
-
-function track<T extends { close(): Promise<void> }>(thing: T): T {
-  open.push(thing);
-  return thing;
-}
 
 beforeAll(() => {
   launchTools = findLaunchTools(probeIsolation(), process.env.PATH ?? '');
 });
 
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((thing) => thing.close()));
-});
+afterEach(closeTracked);
 
 /** One server of a servers file as loadServersFile gives it: the host tier, restarts quick. */
 function serverConfig(name: string, transport: McpServerConfig['transport'], o: { min: number; max: number; callsPerInstance?: number }): McpServerConfig {

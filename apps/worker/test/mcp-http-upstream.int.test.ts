@@ -10,6 +10,7 @@ import { findLaunchTools, type LaunchTools } from '../src/mcp-servers/launch-com
 import { SecretValue } from '../src/mcp-servers/secret-value.js';
 import { McpServerPool } from '../src/mcp-servers/server-pool.js';
 import { probeIsolation } from '../src/sandbox/probe.js';
+import { closeTracked, track } from './fixtures/tracked.js';
 
 const UPSTREAM = fileURLToPath(new URL('./fixtures/mcp-http-upstream.mjs', import.meta.url));
 /** The upstream's token: long and distinctive, so that finding it anywhere is certain. */
@@ -19,12 +20,6 @@ const WRONG = 'tok-wrong-8c4e2a7f1b9d-not-the-secret';
 const WAIT = { timeout: 15_000, interval: 20 };
 
 let tools: LaunchTools;
-const open: { close(): Promise<void> }[] = [];
-
-function track<T extends { close(): Promise<void> }>(thing: T): T {
-  open.push(thing);
-  return thing;
-}
 
 /** One run of the upstream fixture, with what it printed. */
 interface Upstream {
@@ -99,9 +94,7 @@ beforeAll(() => {
   tools = findLaunchTools(probeIsolation(), process.env.PATH ?? '');
 });
 
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((thing) => thing.close()));
-});
+afterEach(closeTracked);
 
 describe('a pool of sessions with a Streamable HTTP upstream', () => {
   it('calls tools with the Authorization header from a secret, and ends the session with a DELETE on close', async () => {

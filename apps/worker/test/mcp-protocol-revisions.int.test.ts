@@ -9,18 +9,13 @@ import { findLaunchTools, type LaunchTools } from '../src/mcp-servers/launch-com
 import { McpServerPool } from '../src/mcp-servers/server-pool.js';
 import { probeIsolation } from '../src/sandbox/probe.js';
 import { failureOf } from './fixtures/fleet-failure.js';
+import { closeTracked, track } from './fixtures/tracked.js';
 
 // Servers written on the v2 SDK, the SDK of MCP 2026-07-28: by default they serve 2025-era clients as well,
 // which is what the worker's client speaks; one built to refuse those clients must say so, not fail obscurely.
 const V2_SERVER = fileURLToPath(new URL('./fixtures/mcp-v2-server.mjs', import.meta.url));
 
 let tools: LaunchTools;
-const open: { close(): Promise<void> }[] = [];
-
-function track<T extends { close(): Promise<void> }>(thing: T): T {
-  open.push(thing);
-  return thing;
-}
 
 /** The fixture in http mode, on `port` (else an ephemeral one); `stderr` is what it has written there. */
 async function startHttp(era: 'serve' | 'reject', port = 0): Promise<{ url: string; port: number; stderr(): string; close(): Promise<void> }> {
@@ -57,9 +52,7 @@ beforeAll(() => {
   tools = findLaunchTools(probeIsolation(), process.env.PATH ?? '');
 });
 
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((thing) => thing.close()));
-});
+afterEach(closeTracked);
 
 describe('a server built on the v2 SDK (MCP 2026-07-28)', () => {
   it('serves its tools over stdio: list, call, structured content', async () => {

@@ -15,6 +15,7 @@ import { probeIsolation } from '../src/sandbox/probe.js';
 import { startPoolChild } from './fixtures/pool-child.js';
 import { type ProcessEntry, processTable } from './fixtures/proc-table.js';
 import { failureOf } from './fixtures/fleet-failure.js';
+import { closeTracked, track } from './fixtures/tracked.js';
 
 const ROOT = fileURLToPath(new URL('../../..', import.meta.url));
 const NODE_MODULES = join(ROOT, 'node_modules');
@@ -36,12 +37,6 @@ let writable: string;
 /** A directory of the host that no server declares. */
 let hidden: string;
 let secret: string;
-const open: { close(): Promise<void> }[] = [];
-
-function track<T extends { close(): Promise<void> }>(thing: T): T {
-  open.push(thing);
-  return thing;
-}
 
 function textOf(result: CallToolResult): string {
   return result.content.map((block) => (block.type === 'text' ? block.text : '')).join('');
@@ -93,9 +88,7 @@ beforeAll(() => {
   symlinkSync(hidden, join(readable, 'link-to-hidden'));
 });
 
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((thing) => thing.close()));
-});
+afterEach(closeTracked);
 
 afterAll(() => {
   rmSync(base, { recursive: true, force: true });

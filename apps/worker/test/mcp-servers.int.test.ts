@@ -14,6 +14,7 @@ import { probeIsolation } from '../src/sandbox/probe.js';
 import { startPoolChild } from './fixtures/pool-child.js';
 import { processTable } from './fixtures/proc-table.js';
 import { failureOf } from './fixtures/fleet-failure.js';
+import { closeTracked, track } from './fixtures/tracked.js';
 
 const require = createRequire(import.meta.url);
 const EVERYTHING = join(dirname(require.resolve('@modelcontextprotocol/server-everything/package.json')), 'dist/index.js');
@@ -28,12 +29,6 @@ const probeServer = { command: process.execPath, args: [PROBE_SERVER] };
 const WAIT = { timeout: 15_000, interval: 20 };
 
 let tools: LaunchTools;
-const open: { close(): Promise<void> }[] = [];
-
-function track<T extends { close(): Promise<void> }>(thing: T): T {
-  open.push(thing);
-  return thing;
-}
 
 /** The pids of a pool's instances (all of them stdio processes here). */
 function pidsOf(pool: McpServerPool): number[] {
@@ -58,9 +53,7 @@ beforeAll(() => {
   tools = findLaunchTools(probeIsolation(), process.env.PATH ?? '');
 });
 
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((thing) => thing.close()));
-});
+afterEach(closeTracked);
 
 describe('one MCP server instance', () => {
   it('lists the tools of server-everything and echoes', async () => {
