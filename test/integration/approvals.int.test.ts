@@ -64,6 +64,35 @@ describe('approvals by people', () => {
     expect(decided).toMatchObject({ decidedBy: 'alice', caller: 'agent-1', arguments: { text: 'original' }, editedArguments: { text: 'edited' }, reason: 'softer wording' });
   });
 
+  it('refuses an edit past the input limits with the answer a submission of those arguments gets; the call keeps waiting and runs as submitted', async () => {
+    let deep: Record<string, unknown> = { leaf: true };
+    for (let level = 0; level < 40; level++) deep = { a: deep };
+    const edits: Record<string, Record<string, unknown>> = {
+      'over 256 KiB': { text: 'x'.repeat(300 * 1024) },
+      'nested 41 levels': deep,
+      'a constructor key': { options: { constructor: 'Object' } },
+      'a prototype key': { list: [{ prototype: {} }] },
+      // As JSON.parse makes it: an own key, which FleetClient sends as it is.
+      'a __proto__ key': JSON.parse('{"a":{"__proto__":{"polluted":true}}}') as Record<string, unknown>,
+    };
+    const answerTo = (promise: Promise<unknown>) =>
+      promise.then(
+        () => 'accepted',
+        (error: { code?: string; httpStatus?: number; message?: string }) => ({ code: error.code, httpStatus: error.httpStatus, message: error.message }),
+      );
+    const id = `modify-limits-${randomUUID()}`;
+    const result = agent.call('confirm_first', { n: 1 }, { id, timeoutMs: 20_000 });
+    await pending(id);
+    for (const [what, args] of Object.entries(edits)) {
+      const submitted = await answerTo(agent.submit('confirm_first', args));
+      expect(submitted, what).toMatchObject({ code: expect.stringMatching(/^(PAYLOAD_TOO_LARGE|BAD_REQUEST)$/) as string });
+      expect({ what, edit: await answerTo(approver.decide(id, { decision: 'modify', arguments: args })) }).toEqual({ what, edit: submitted });
+      expect((await pending(id)).arguments, what).toEqual({ n: 1 });
+    }
+    expect(await approver.decide(id, { decision: 'approve' })).toEqual({ id, status: 'queued' });
+    expect(await result).toMatchObject({ isError: false, content: 'confirmed' });
+  });
+
   it('tells the waiting agent a denial with its reason; nothing runs', async () => {
     const id = `deny-${randomUUID()}`;
     const result = agent.call('confirm_echo', { text: 'no' }, { id, timeoutMs: 20_000 });

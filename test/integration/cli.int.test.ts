@@ -139,6 +139,10 @@ describe('the forge CLI against a running fleet', () => {
     expect(list.stdout).toMatch(new RegExp(`^${id}\\s+confirm_echo\\s+\\{"text":"hi"\\}\\s+cli-agent\\s+default\\s+.*confirm.*\\s+in \\d+m\\d{2}s$`, 'm'));
     const json = JSON.parse((await forge(['approvals', '--json'], approver)).stdout) as { approvals: { id: string; arguments: unknown }[] };
     expect(json.approvals.find((a) => a.id === id)?.arguments).toEqual({ text: 'hi' });
+    // An edit is held to the input limits a submission is, with its answer; the call keeps waiting as it was.
+    const edit = await forge(['approvals', 'modify', id, '{"text":"hi","constructor":{}}'], approver);
+    expect(edit.code).toBe(1);
+    expect(edit.stderr).toMatch(/^forge: BAD_REQUEST: .*arguments may not use the key 'constructor'/m);
     const approve = await forge(['approvals', 'approve', id, '--reason', 'looks fine'], approver);
     expect(approve).toMatchObject({ code: 0, stdout: `approved ${id}: queued\n` });
     const outcome = await waiting.ended;

@@ -91,6 +91,8 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
   const queues = new TierQueues(queueConnection, keys, o.retentionMs);
   const signer = new CallSigner(o.signingSecret, o.prefix, o.callValidityMs ?? o.retentionMs);
   const router = new PackRouter(catalog);
+  // One set of argument limits for every way arguments enter: submissions, and a person's edit of a waiting call.
+  const limits = o.limits ?? DEFAULT_ARGUMENT_LIMITS;
   const keyChecks = new KeyCheckPublisher(o.signingSecret, o.prefix, new KeyChecks(redis, keys), log);
   // After every catalog read: calls left on a pack that lost its workers move on (or end), and the inbox follows the lanes.
   const stranded = new StrandedCalls({ queues, store, router, audit, log });
@@ -109,12 +111,12 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
     router,
     approval: approvalHandlerOf(policy),
     audit,
-    limits: o.limits ?? DEFAULT_ARGUMENT_LIMITS,
+    limits,
     risk: new RedisRiskSignalQueue(redis, keys, 'dispatcher', (err) => log.error({ err }, 'risk signal write failed')),
     log,
     tracer: o.tracing === undefined ? undefined : ToolTracer.of(o.tracing),
   });
-  const approvals = new ApprovalService({ store, queues, signer, catalog, router, audit, log });
+  const approvals = new ApprovalService({ store, queues, signer, catalog, router, audit, limits, log });
   await catalog.start({ subscriber });
   await archivist.start();
   inbox.start();

@@ -19,8 +19,9 @@ export type Admitted = Awaited<ReturnType<typeof admitToolCall>>;
 /**
  * Where a call is admitted: argument limits, the catalog lookup (refreshed
  * when the name is unknown or unserved), then the shared pipeline — scope →
- * schema → approval → confirmation — and the speculation rule. Every refusal
- * is audited here, with its code, before it is thrown.
+ * schema → approval (arguments it substitutes: limits, then schema) →
+ * confirmation — and the speculation rule. Every refusal is audited here,
+ * with its code, before it is thrown.
  */
 export class CallAdmission {
   readonly #d: CallAdmissionDeps;
@@ -42,6 +43,8 @@ export class CallAdmission {
       // No audit sink here: the dispatcher writes the one entry per call itself, rejections included.
       admission = await admitToolCall(call, {
         lookup: (name) => d.catalog.lookup(name),
+        // Arguments an approval handler substitutes meet the same limits, with the same answer.
+        checkArguments: (args) => checkArguments(args, d.limits),
         approval: d.approval,
         scope: caller.scope,
         risk: d.risk,

@@ -18,6 +18,7 @@ import type { Logger } from 'pino';
 import { type Caller, requireRole } from '../auth/authenticator.js';
 import type { DecisionAudit } from '../audit/decisions.js';
 import type { CatalogView } from '../catalog/catalog-view.js';
+import { type ArgumentLimits, checkArguments } from '../limits/arguments.js';
 import type { PackRouter } from '../routing/pack-router.js';
 import type { CallSigner } from '../signing/call-signer.js';
 
@@ -29,6 +30,8 @@ export interface ApprovalServiceDeps {
   /** Picks the pack queue an approved call goes to. */
   readonly router: PackRouter;
   readonly audit: DecisionAudit;
+  /** The limits a submission's arguments meet (FORGE_MAX_ARGUMENT_BYTES, FORGE_MAX_JSON_DEPTH): a `modify`'s meet them too. */
+  readonly limits: ArgumentLimits;
   readonly log: Logger;
   /** How often due approvals are expired. @defaultValue 1000 */
   readonly sweepMs?: number;
@@ -39,8 +42,9 @@ const DECIDERS = ['approver', 'admin'] as const;
 
 /**
  * People in the loop: calls waiting for a person (`awaiting_approval`) are
- * listed, approved (enqueued as they are), modified (re-validated, then
- * enqueued with the edited arguments) or denied; one that nobody decides by
+ * listed, approved (enqueued as they are), modified (the edited arguments
+ * checked as a submission's are — input limits, then the schema — then
+ * enqueued) or denied; one that nobody decides by
  * its deadline ends `failed` with `EXPIRED` — fail closed, distinct from a
  * denial. Every transition is a Lua step on the call's record, so a call is
  * decided once, whichever dispatcher and approver get there first; the agent
@@ -90,7 +94,8 @@ export class ApprovalService {
 
   /**
    * A person's decision on a waiting call.
-   * @throws ForbiddenError, CallNotFoundError, NotAwaitingApprovalError, SchemaValidationError (an invalid edit: the call stays pending).
+   * @throws ForbiddenError, CallNotFoundError, NotAwaitingApprovalError; for an edit a submission of its arguments would get refused
+   *   with (PayloadTooLargeError, BadRequestError: over the input limits; SchemaValidationError), that error — the call stays pending.
    */
   async decide(id: string, request: ApprovalDecisionRequest, caller: Caller): Promise<CallView> {
     requireRole(caller, 'decide approvals', DECIDERS);
@@ -118,7 +123,9 @@ export class ApprovalService {
     let args = original;
     if (request.decision === 'modify') {
       args = request.arguments ?? {};
-      // An invalid edit is refused and the call keeps waiting; the person can try again.
+      // An edit meets every check a submission's arguments meet, in the same order and with the same answer: the
+      // input limits, then the schema. Refused, the call keeps waiting; the person can try again.
+      checkArguments(args, d.limits);
       validateArguments(definition, args, 'after_modify');
     }
     const decision = request.decision === 'modify' ? 'modified' : 'approved';

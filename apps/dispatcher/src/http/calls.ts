@@ -20,7 +20,7 @@ import { type Authenticator, type Caller, requireRole } from '../auth/authentica
 import type { CallService } from '../pipeline/call-service.js';
 import { asFleetError, errorBody, parseRequest } from './errors.js';
 import { hangUpOf } from './hang-up.js';
-import { jsonBodies } from './json-body.js';
+import { jsonBodies, withArgumentsAsSent } from './json-body.js';
 import { MEDIA_TYPE_REMEDY, mediaTypeOf } from './media-type.js';
 
 /** `?wait=<ms>`: how long a request holds out for the call to end (also described by openapi.ts). */
@@ -36,17 +36,13 @@ async function callerOf(request: FastifyRequest, auth: Authenticator): Promise<C
 }
 
 /**
- * One call as sent, on any entrance (single, batch item, stream line). zod
- * copies `arguments` into a new object, where a `__proto__` key would set a
- * prototype rather than a key; the call keeps the arguments as JSON.parse made
- * them, so the call service's argument check (limits/arguments.ts) sees every
- * key sent and refuses a prototype key alike on each entrance.
+ * One call as sent, on any entrance (single, batch item, stream line), its
+ * arguments as JSON.parse made them (see withArgumentsAsSent), so the call
+ * service's argument check sees every key sent.
  * @throws BadRequestError naming `what` and each problem.
  */
 function callRequestOf(raw: unknown, what: string): SubmitCallRequest {
-  const call = parseRequest(SubmitCallRequest, raw, what);
-  const sent = (raw as { arguments?: unknown }).arguments;
-  return typeof sent === 'object' && sent !== null && !Array.isArray(sent) ? { ...call, arguments: sent as Record<string, unknown> } : call;
+  return withArgumentsAsSent(parseRequest(SubmitCallRequest, raw, what), raw);
 }
 
 /** The JSON body of a route that takes one; a call stream sent to it is refused with where to send it. */

@@ -27,6 +27,17 @@ export function prototypeKeyPath(value: unknown): { key: string; path: string } 
   return undefined;
 }
 
+/**
+ * `parsed` — a body zod checked — with its `arguments` as JSON.parse made them. zod copies a record into a new
+ * object, where a `__proto__` key would set a prototype (or vanish) rather than stay a key; kept as sent, the
+ * argument check (limits/arguments.ts) sees every key sent and refuses a prototype key with the same answer on
+ * every route that takes a call's arguments: the call routes, and an approval's `modify`.
+ */
+export function withArgumentsAsSent<T extends { readonly arguments?: Record<string, unknown> | undefined }>(parsed: T, raw: unknown): T {
+  const sent = typeof raw === 'object' && raw !== null ? (raw as { arguments?: unknown }).arguments : undefined;
+  return typeof sent === 'object' && sent !== null && !Array.isArray(sent) ? { ...parsed, arguments: sent as Record<string, unknown> } : parsed;
+}
+
 /** Text that may hold a prototype key (an escape can spell one): only such bodies are walked. */
 const MAYBE_PROTOTYPE_KEY = /proto|constructor|\\u/;
 
@@ -41,9 +52,10 @@ export function prototypeKeyIn(text: string, value: unknown): { key: string; pat
  *
  * - `refuse` (every route but the call routes): the body is refused with 400
  *   BAD_REQUEST naming the key and where it is;
- * - `keep` (the call routes): the keys stay, and each call is refused on its own
- *   by the call service's argument check, with the same answer on every entrance
- *   (a batch's other calls run).
+ * - `keep` (the call and approval routes): the keys stay, and each call's
+ *   arguments are refused on their own by the argument check, with the same
+ *   answer on every entrance (a batch's other calls run); the routes' strict
+ *   schemas refuse them anywhere else.
  *
  */
 export function jsonBodies(app: FastifyInstance, prototypeKeys: 'refuse' | 'keep'): void {

@@ -419,7 +419,7 @@ function buildPaths(): Record<string, Record<string, Json>> {
         operationId: 'decideApproval',
         summary: 'Decide a call waiting for a person: approve, deny, or modify its arguments (roles approver, admin)',
         parameters: [param('CallId'), ...v1],
-        requestBody: body('ApprovalDecisionRequest', '`arguments` goes with decision `modify`, and only with it; they are validated against the tool schema again.'),
+        requestBody: body('ApprovalDecisionRequest', '`arguments` goes with decision `modify`, and only with it; they are checked as a submission\'s arguments are (input limits, then the tool schema).'),
         responses: {
           200: json('CallView', 'The decision is recorded; the call as it is now (denied: `failed` with APPROVAL_DENIED).'),
           202: json('CallView', 'Approved (or modified) and `queued`.'),
@@ -429,6 +429,7 @@ function buildPaths(): Record<string, Record<string, Json>> {
             403: ERRORS[403],
             404: 'CALL_NOT_FOUND (unknown id) or TOOL_NOT_FOUND (the tool left the catalog: deny the call instead)',
             409: 'NOT_AWAITING_APPROVAL (details.status): decided already, expired, or never needed approval',
+            413: `${ERRORS[413]} (a \`modify\`: the call stays pending)`,
             422: 'SCHEMA_VALIDATION: the `modify` arguments do not match the tool schema (the call stays pending)',
           }),
         },

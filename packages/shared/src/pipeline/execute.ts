@@ -130,6 +130,15 @@ export type AdmitOptions = Omit<PipelineOptions, 'registry'> & {
    * @throws ToolNotFoundError (or another FleetError, e.g. when no worker serves the tool).
    */
   readonly lookup: (name: string) => ToolDefinition;
+  /**
+   * The entrance's own checks of a call's arguments (a dispatcher's input limits: size, nesting, prototype keys),
+   * run on every set of arguments the approval step puts in place of the submitted ones, before the schema sees
+   * it — the entrance runs them on the submitted arguments itself, before admission — so arguments a handler
+   * substitutes meet every check submitted ones meet, with the same answer.
+   * @throws FleetError refusing the arguments: the call is refused with it.
+   * @defaultValue no checks besides the schema
+   */
+  readonly checkArguments?: ((args: Readonly<Record<string, unknown>>) => void) | undefined;
 };
 
 /**
@@ -152,19 +161,21 @@ export async function admitToolCall(call: ToolCall, options: AdmitOptions): Prom
     trust: ctx.trust ?? 'trusted',
     caller: ctx.caller,
   });
+  // Arguments the approval step substitutes are checked as submitted ones are: the entrance's checks, then the schema.
+  const replaced = (args: Record<string, unknown>): ToolCall => {
+    options.checkArguments?.(args);
+    validateArguments(definition, args, 'after_modify');
+    return { ...call, arguments: args };
+  };
   let approved = call;
   switch (decision.kind) {
     case 'deny':
       throw new ApprovalDeniedError(call.name, decision.reason);
     case 'modify':
-      validateArguments(definition, decision.arguments, 'after_modify');
-      approved = { ...call, arguments: decision.arguments };
+      approved = replaced(decision.arguments);
       break;
     case 'pending':
-      if (decision.arguments !== undefined) {
-        validateArguments(definition, decision.arguments, 'after_modify');
-        approved = { ...call, arguments: decision.arguments };
-      }
+      if (decision.arguments !== undefined) approved = replaced(decision.arguments);
       if (options.confirmed !== true) return { status: 'awaiting_approval', call: approved, definition, reason: decision.reason, waitingFor: 'approval' };
       break;
     case 'approve':
