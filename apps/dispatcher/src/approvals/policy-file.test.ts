@@ -36,7 +36,7 @@ describe('policy files', () => {
     expect(message).toMatch(/bad\.yaml:4:\d+: approval\.people\.0: tool pattern "bad pattern!" is not an exact tool name, "prefix\.\*" or "\*"/);
     expect(message).toMatch(/extra/);
     expect(() => loadPolicyFile(file('syntax.yaml', 'version: 1\nscopes: [unclosed\n'))).toThrow(/syntax\.yaml:\d+:\d+/);
-    expect(() => loadPolicyFile(join(dir, 'missing.yaml'))).toThrow(/cannot read/);
+    expect(() => loadPolicyFile(join(dir, 'missing.yaml'))).toThrow(/FORGE_POLICY_FILE: cannot read .*missing\.yaml: ENOENT.*; set FORGE_POLICY_FILE to a policy file the dispatcher can read$/);
     expect(() => loadPolicyFile(file('empty.yaml', ''))).toThrow(/empty\.yaml: the file is empty; it needs at least `version: 1`/);
     expect(() => loadPolicyFile(file('comments.yaml', '# later\n'))).toThrow(/comments\.yaml: the file is empty/);
     // A key JavaScript objects drop (it sets the prototype) is refused where it is, not lost.
@@ -57,6 +57,33 @@ describe('policy files', () => {
     expect(() => loadPolicyFile(file('proto.json', '{"version": 1, "scopes": {"__proto__": ["*"]}}'))).toThrow(/proto\.json:1:27: scopes\.__proto__: `__proto__` cannot be a name/);
     expect(() => loadPolicyFile(file('shape.json', '{\n  "version": 1,\n  "approval": { "default": "sometimes" }\n}'))).toThrow(/shape\.json:3:28: approval\.default/);
     expect(() => loadPolicyFile(file('empty.json', ''))).toThrow(/empty\.json: the file is empty/);
+  });
+
+  it('says what to change as a servers file does: at the key, from its own object, in words of the file (found by QA)', () => {
+    const refusal = (name: string, text: string): string[] => {
+      try {
+        loadPolicyFile(file(name, text));
+      } catch (error) {
+        expect(error).toMatchObject({ code: 'CONFIG_INVALID' });
+        return (error as { details: { problems: string[] } }).details.problems;
+      }
+      throw new Error(`${name} loaded, but a problem was expected`);
+    };
+    // An unknown key is pointed at where it is, and "did you mean" names only a field of its own object.
+    expect(refusal('top.yaml', 'version: 1\nalow: [clock]\n')).toEqual([expect.stringMatching(/top\.yaml:2:1: \(root\): Unrecognized key: "alow"; remove "alow": it is not a field here$/) as string]);
+    expect(refusal('deep.yaml', 'version: 1\napproval:\n  alow: [clock]\n')).toEqual([expect.stringMatching(/deep\.yaml:3:3: approval: Unrecognized key: "alow"; did you mean "allow"\?$/) as string]);
+    expect(refusal('case.yaml', 'version: 1\ndefaultscope: ["*"]\n')).toEqual([expect.stringMatching(/case\.yaml:2:1: \(root\): Unrecognized key: "defaultscope"; did you mean "defaultScope"\?$/) as string]);
+    // A key's own problem is said at the key, with what to change.
+    expect(refusal('key.yaml', 'version: 1\nscopes: { "": [clock] }\n')).toEqual([expect.stringMatching(/key\.yaml:2:11: scopes\."": key: Too small: expected string to have >=1 characters; write at least 1 character$/) as string]);
+    expect(refusal('shape.yaml', 'version: 1\nscopes: [clock]\napproval:\n  deadlineMs: -5\n')).toEqual([
+      expect.stringMatching(/shape\.yaml:4:15: approval\.deadlineMs: Too small: expected number to be >0; write more than 0$/) as string,
+      expect.stringMatching(/shape\.yaml:2:9: scopes: Invalid input: expected record, received array; write a map \(key: value\) here$/) as string,
+    ]);
+    // Two YAML documents, and the parser's other words, say what to change.
+    const two = refusal('two.yaml', 'version: 1\n---\nversion: 1\n');
+    expect(two).toEqual([expect.stringMatching(/two\.yaml:2:1: the file holds more than one YAML document, a second one starting here; keep one: remove this "---" line/) as string]);
+    expect(two[0]).not.toMatch(/parseAllDocuments/);
+    expect(refusal('tab.yaml', 'version: 1\napproval:\n\tdefault: auto\n')).toEqual([expect.stringMatching(/tab\.yaml:3:1: Tabs are not allowed as indentation; indent with spaces$/) as string]);
   });
 
   it('builds the approval step: default handler, allow list, then people', async () => {

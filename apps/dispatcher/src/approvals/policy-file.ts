@@ -10,7 +10,7 @@ import {
   isFleetError,
   toolMatcher,
 } from '@forge-fleet/shared';
-import { fieldNamesOf, issueFix, parseConfigSource } from '@forge-fleet/shared/yaml-source';
+import { parseConfigSource, schemaProblems } from '@forge-fleet/shared/yaml-source';
 import { z } from 'zod';
 import { approvalPolicy } from './policy.js';
 
@@ -77,17 +77,15 @@ export function loadPolicyFile(path: string): LoadedPolicy {
   try {
     text = readFileSync(path, 'utf8');
   } catch (error) {
-    throw new ConfigInvalidError('policy file', [`FORGE_POLICY_FILE: cannot read ${path}: ${error instanceof Error ? error.message : String(error)}`], { cause: error });
+    throw new ConfigInvalidError('policy file', [`FORGE_POLICY_FILE: cannot read ${path}: ${error instanceof Error ? error.message : String(error)}; set FORGE_POLICY_FILE to a policy file the dispatcher can read`], { cause: error });
   }
   const source = parseConfigSource(path, text, 'policy file');
   // An empty document (or only comments) is null: say what the file needs rather than "expected object".
   if (source.value === null || source.value === undefined) throw new ConfigInvalidError('policy file', [`${path}: the file is empty; it needs at least \`version: 1\` (see "Policy as a file" in README.md)`]);
   const parsed = Policy.safeParse(source.value);
   if (!parsed.success) {
-    // The deepest node of each issue's path that exists in the file gives its line.
-    const fields = fieldNamesOf(Policy);
-    const problems = parsed.error.issues.map((issue) => `${source.where(issue.path)}: ${issue.path.length === 0 ? '(root)' : issue.path.join('.')}: ${issue.message}${issueFix(issue, fields)}`);
-    throw new ConfigInvalidError('policy file', problems, { cause: parsed.error });
+    // Said as the servers file's are: at the key for a key's problem, else the deepest node of the path in the file.
+    throw new ConfigInvalidError('policy file', schemaProblems(Policy, parsed.error.issues, source), { cause: parsed.error });
   }
   return { policy: Object.freeze(parsed.data), source: path };
 }

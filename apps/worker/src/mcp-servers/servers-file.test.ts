@@ -178,7 +178,7 @@ describe('servers files', () => {
 
   it('names the line of syntax errors, duplicate keys, a wrong version, and an unreadable file', () => {
     expect(failure(file('syntax.yaml', 'version: 1\nservers: [unclosed\n'))).toMatch(/syntax\.yaml:\d+:\d+: /);
-    expect(failure(file('dup.yaml', 'version: 1\nservers:\n  a: { command: x }\n  a: { command: y }\n'))).toMatch(/dup\.yaml:4:3: Map keys must be unique/);
+    expect(failure(file('dup.yaml', 'version: 1\nservers:\n  a: { command: x }\n  a: { command: y }\n'))).toMatch(/dup\.yaml:4:3: key "a" appears twice in one map; keys must be unique: remove or rename one/);
     expect(failure(file('dup.json', '{"version": 1, "servers": {}, "version": 1}'))).toMatch(/dup\.json:1:31: key "version" appears twice in one object; keys must be unique/);
     expect(failure(file('v2.yaml', 'version: 2\nservers: {}\n'))).toMatch(/v2\.yaml:1:10: version: Invalid input: expected 1; write 1/);
     // What to change, after the validator's words: the field a misspelt key was likely meant to be, what is missing.
@@ -188,7 +188,7 @@ describe('servers files', () => {
     expect(failure(file('empty.yaml', ''))).toMatch(/empty\.yaml: the file is empty; it needs `version: 1` and a `servers` map/);
     expect(failure(file('comments.yaml', '# nothing yet\n'))).toMatch(/comments\.yaml: the file is empty/);
     expect(failure(file('scalar.yaml', 'servers\n'))).toMatch(/scalar\.yaml:1:1: \(root\): Invalid input: expected object, received string/);
-    expect(failure(join(dir, 'missing.yaml'))).toMatch(/--mcp: cannot read .*missing\.yaml: ENOENT/);
+    expect(failure(join(dir, 'missing.yaml'))).toMatch(/--mcp: cannot read .*missing\.yaml: ENOENT; give --mcp the path of a servers file the worker can read$/);
     // A key JavaScript objects drop (it sets the prototype) is refused where it is, not lost: a server, an env name, a tool.
     const proto = failure(file('proto.yaml', 'version: 1\nservers:\n  __proto__: { command: x }\n  b:\n    command: y\n    env: { __proto__: v }\n    tools:\n      __proto__: { retryable: true }\n'));
     expect(proto).toMatch(/proto\.yaml:3:3: servers\.__proto__: `__proto__` cannot be a name/);
@@ -202,13 +202,47 @@ describe('servers files', () => {
     expect(creds).not.toContain('hunter2');
   });
 
+  it('says what to change in words of the file, never only the parser\'s or the validator\'s (found by QA)', () => {
+    // "did you mean" names only a field of the object the key sits in, and only a likely slip of the keyboard.
+    expect(failure(file('top.yaml', 'version: 1\nx: 1\nservers: {}\n'))).toMatch(/top\.yaml:2:1: \(root\): Unrecognized key: "x"; remove "x": it is not a field here$/);
+    expect(failure(file('mix.yaml', 'version: 1\nservers:\n  a:\n    command: x\n    mix: 2\n'))).toMatch(/mix\.yaml:5:5: servers\.a: Unrecognized key: "mix"; remove "mix": it is not a field here$/);
+    expect(failure(file('mixin.yaml', 'version: 1\nservers:\n  a:\n    command: x\n    instances: { mix: 2 }\n'))).toMatch(/mixin\.yaml:5:18: servers\.a\.instances: Unrecognized key: "mix"; did you mean "min"\?$/);
+    expect(failure(file('space.yaml', 'version: 1\nservers:\n  a: { command: x, instances: {max:2} }\n'))).toMatch(/space\.yaml:3:32: servers\.a\.instances: Unrecognized key: "max:2"; write "max: 2", with a space after ":"$/);
+    // Two YAML documents: what the file holds and what to do, not the parser's API.
+    const two = failure(file('two.yaml', 'version: 1\nservers:\n  a: { command: x }\n---\nversion: 1\n'));
+    expect(two).toMatch(/two\.yaml:4:1: the file holds more than one YAML document, a second one starting here; keep one: remove this "---" line and the document after it/);
+    expect(two).not.toMatch(/parseAllDocuments/);
+    // The parser's words, each with what to change.
+    expect(failure(file('tab.yaml', 'version: 1\nservers:\n\ta: { command: x }\n'))).toMatch(/tab\.yaml:3:1: Tabs are not allowed as indentation; indent with spaces$/);
+    expect(failure(file('indent.yaml', 'version: 1\nservers:\n  a:\n    command: x\n   args: []\n'))).toMatch(/indent\.yaml:5:1: All mapping items must start at the same column; indent with spaces so that the keys of one map/);
+    expect(failure(file('quote.yaml', 'version: 1\nservers:\n  a: { command: "x }\n'))).toMatch(/quote\.yaml:4:1: Missing closing "quote; close the string opened with " before this point/);
+    expect(failure(file('escape.yaml', 'version: 1\nservers:\n  a: { command: "C:\\tools\\x" }\n'))).toMatch(/escape\.yaml:3:26: Invalid escape sequence \\x"; in "double quotes" a backslash starts an escape .*: write \\\\ for a backslash, or use single quotes$/);
+    expect(failure(file('alias.yaml', 'version: 1\nservers:\n  a: *nope\n'))).toMatch(/alias\.yaml:3:6: the alias \*nope names no anchor before it; put &nope on a value above it, or write the value out$/);
+    // The validator's words, each with what to change.
+    expect(failure(file('list.yaml', 'version: 1\nservers:\n  - command: x\n'))).toMatch(/list\.yaml:3:3: servers: Invalid input: expected record, received array; write a map \(key: value\) here$/);
+    expect(failure(file('bare.yaml', 'version: 1\nservers:\n  a:\n'))).toMatch(/bare\.yaml:3:5: servers\.a: Invalid input: expected object, received null; write a map \(key: value\) here$/);
+    expect(failure(file('args.yaml', 'version: 1\nservers:\n  a: { command: x, args: -y }\n'))).toMatch(/servers\.a\.args: Invalid input: expected array, received string; write a list \(\[a, b\]\) here$/);
+    expect(failure(file('yes.yaml', 'version: 1\nservers:\n  a: { command: x, tools: { t: { retryable: "yes" } } }\n'))).toMatch(/servers\.a\.tools\.t\.retryable: Invalid input: expected boolean, received string; write true or false$/);
+    const bounds = failure(file('bounds.yaml', 'version: 1\nservers:\n  a: { command: "", instances: { min: -1, max: 1.5 }, tools: { t: { timeoutMs: 999999999999 } } }\n'));
+    expect(bounds).toMatch(/servers\.a\.command: Too small: expected string to have >=1 characters; write at least 1 character/);
+    expect(bounds).toMatch(/servers\.a\.instances\.min: Too small: expected number to be >=0; write 0 or more/);
+    expect(bounds).toMatch(/servers\.a\.instances\.max: Invalid input: expected int, received number; write a whole number/);
+    expect(bounds).toMatch(/servers\.a\.tools\.t\.timeoutMs: Too big: expected number to be <=86400000; write 86400000 or less/);
+    // The file's own rules, each with what to change.
+    const rules = failure(file('rules.yaml', 'version: 1\nservers:\n  a: { command: x, instances: { min: 3 }, restartBackoff: { initialMs: 10, maxMs: 5 } }\n  b: { command: y, prefix: a }\n  c: { url: "https://x.example/mcp", args: [z] }\n'));
+    expect(rules).toMatch(/servers\.a\.instances\.min: min \(3\) is above max \(1, the default\); lower min, or raise instances\.max/);
+    expect(rules).toMatch(/servers\.a\.restartBackoff\.initialMs: initialMs \(10\) is above maxMs \(5\); lower initialMs, or raise maxMs/);
+    expect(rules).toMatch(/servers\.b\.prefix: prefix "a" is already the prefix of server "a"; give one of them another `prefix`/);
+    expect(rules).toMatch(/servers\.c\.args: `args` is for stdio servers \(`command`\); remove it/);
+  });
+
   it('checks that cwd is a directory and filesystem paths exist', () => {
     const path = file('paths.yaml', 'version: 1\nservers:\n  s:\n    command: x\n    cwd: ./nowhere\n    tier: platform\n    filesystem:\n      read: [./data, ./gone]\n      write: [./ok.json]\n');
     const message = failure(path);
-    expect(message).toMatch(new RegExp(`paths\\.yaml:5:10: servers\\.s\\.cwd: ${join(dir, 'nowhere')} does not exist`));
+    expect(message).toMatch(new RegExp(`paths\\.yaml:5:10: servers\\.s\\.cwd: ${join(dir, 'nowhere')} does not exist; create it, or fix the path`));
     expect(message).toMatch(new RegExp(`paths\\.yaml:8:22: servers\\.s\\.filesystem\\.read\\.1: ${join(dir, 'gone')} does not exist`));
     expect(message).not.toMatch(/write/);
-    expect(failure(file('cwdfile.yaml', 'version: 1\nservers:\n  s: { command: x, cwd: ./ok.json }\n'))).toMatch(/cwdfile\.yaml:3:25: servers\.s\.cwd: .*ok\.json is not a directory/);
+    expect(failure(file('cwdfile.yaml', 'version: 1\nservers:\n  s: { command: x, cwd: ./ok.json }\n'))).toMatch(/cwdfile\.yaml:3:25: servers\.s\.cwd: .*ok\.json is not a directory; give a directory/);
   });
 });
 
@@ -316,9 +350,9 @@ describe('values from the environment and files', () => {
       ].join('\n'),
     );
     const message = failure(path, { MULTI: `${token}\r\nX-Evil: 1`, WITH_NUL: `${token}\0` });
-    expect(message).toMatch(/missing\.yaml:6:14: servers\.s\.env\.TOKEN: environment variable GITHUB_TOKEN is not set in the worker's environment/);
-    expect(message).toMatch(new RegExp(`missing\\.yaml:7:12: servers\\.s\\.env\\.KEY: cannot read file ${join(dir, 'no-such-secret')}: ENOENT`));
-    expect(message).toMatch(/missing\.yaml:8:12: servers\.s\.env\.NUL: the value from environment variable WITH_NUL contains a NUL character/);
+    expect(message).toMatch(/missing\.yaml:6:14: servers\.s\.env\.TOKEN: environment variable GITHUB_TOKEN is not set in the worker's environment; set it where the worker starts/);
+    expect(message).toMatch(new RegExp(`missing\\.yaml:7:12: servers\\.s\\.env\\.KEY: cannot read file ${join(dir, 'no-such-secret')}: ENOENT; fix \`fromFile\``));
+    expect(message).toMatch(/missing\.yaml:8:12: servers\.s\.env\.NUL: the value from environment variable WITH_NUL contains a NUL character, which an environment cannot carry; remove it there/);
     expect(message).toMatch(new RegExp(`missing\\.yaml:12:22: servers\\.h\\.headers\\.Authorization: the value from file ${nl} contains a line break or NUL`));
     expect(message).toMatch(/missing\.yaml:13:14: servers\.h\.headers\.X-Key: the value from environment variable MULTI contains a line break or NUL/);
     expect(message).not.toContain(token);

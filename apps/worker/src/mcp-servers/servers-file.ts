@@ -4,7 +4,7 @@ import { ConfigInvalidError, MAX_TIMEOUT_MS, PoolName, type Tier, TierInput, Too
 import { z } from 'zod';
 import { POOL_DEFAULTS } from './pool-options.js';
 import { type ConfigValue, SecretValue } from './secret-value.js';
-import { fieldNamesOf, issueFix, parseConfigSource, type YamlSource } from '@forge-fleet/shared/yaml-source';
+import { parseConfigSource, problemAt, schemaProblems, type YamlSource } from '@forge-fleet/shared/yaml-source';
 
 /** What the servers file's errors call it. */
 const WHAT = 'MCP servers file';
@@ -183,15 +183,15 @@ export const ServerSpec = z
   .superRefine((s, ctx) => {
     const issue = (path: PropertyKey[], message: string): void => ctx.addIssue({ code: 'custom', path, message });
     if (s.command === undefined && s.url === undefined) issue([], 'give `command` (a stdio server) or `url` (a Streamable HTTP server)');
-    if (s.command !== undefined && s.url !== undefined) issue(['url'], 'a server is reached by `command` (stdio) or `url` (Streamable HTTP), not both');
+    if (s.command !== undefined && s.url !== undefined) issue(['url'], 'a server is reached by `command` (stdio) or `url` (Streamable HTTP), not both; remove one');
     if (s.command === undefined && s.url !== undefined) {
-      if (s.args.length > 0) issue(['args'], '`args` is for stdio servers (`command`)');
-      if (s.cwd !== undefined) issue(['cwd'], '`cwd` is for stdio servers (`command`)');
-      if (Object.keys(s.env).length > 0) issue(['env'], '`env` is for stdio servers (`command`); an HTTP upstream takes `headers`');
+      if (s.args.length > 0) issue(['args'], '`args` is for stdio servers (`command`); remove it');
+      if (s.cwd !== undefined) issue(['cwd'], '`cwd` is for stdio servers (`command`); remove it');
+      if (Object.keys(s.env).length > 0) issue(['env'], '`env` is for stdio servers (`command`); remove it (an HTTP upstream takes `headers`)');
     }
     // A URL is logged and shown in /readyz; credentials belong in headers taken from a secret.
     if (s.url !== undefined && /^[a-z]+:\/\/[^/?#]*@/i.test(s.url)) issue(['url'], 'a URL must not carry credentials (user:password@); send them in `headers` with { fromEnv } or { fromFile }');
-    if (s.command !== undefined && Object.keys(s.headers).length > 0) issue(['headers'], '`headers` is for Streamable HTTP servers (`url`); a stdio server takes `env`');
+    if (s.command !== undefined && Object.keys(s.headers).length > 0) issue(['headers'], '`headers` is for Streamable HTTP servers (`url`); remove it (a stdio server takes `env`)');
     if (s.pool !== undefined && s.tier !== 'host') issue(['pool'], `only host-tier servers run on named worker pools; remove pool "${s.pool}" or set tier: host`);
     for (const [tool, o] of Object.entries(s.tools)) {
       const tier = o.tier ?? s.tier;
@@ -200,8 +200,8 @@ export const ServerSpec = z
     // On the host tier nothing would enforce the view; accepting it would promise a confinement that is not there.
     if (s.filesystem !== undefined && s.tier === 'host') issue(['filesystem'], 'host-tier servers get no private filesystem view; remove `filesystem` or choose tier: platform');
     const max = maxInstances(s);
-    if (s.instances.min > max) issue(['instances', 'min'], `min (${s.instances.min}) is above max (${max}${s.instances.max === undefined ? ', the default' : ''})`);
-    if (s.restartBackoff.initialMs > s.restartBackoff.maxMs) issue(['restartBackoff', 'initialMs'], `initialMs (${s.restartBackoff.initialMs}) is above maxMs (${s.restartBackoff.maxMs})`);
+    if (s.instances.min > max) issue(['instances', 'min'], `min (${s.instances.min}) is above max (${max}${s.instances.max === undefined ? ', the default' : ''}); lower min, or raise instances.max`);
+    if (s.restartBackoff.initialMs > s.restartBackoff.maxMs) issue(['restartBackoff', 'initialMs'], `initialMs (${s.restartBackoff.initialMs}) is above maxMs (${s.restartBackoff.maxMs}); lower initialMs, or raise maxMs`);
   });
 export type ServerSpec = z.infer<typeof ServerSpec>;
 
@@ -242,7 +242,7 @@ export const ServersFile = z
       const prefix = server.prefix ?? name;
       const other = owners.get(prefix);
       // Two servers with one prefix would offer each other's tool names: refused here, before either starts.
-      if (other !== undefined) ctx.addIssue({ code: 'custom', path: server.prefix === undefined ? ['servers', name] : ['servers', name, 'prefix'], message: `prefix "${prefix}" is already the prefix of server "${other}"` });
+      if (other !== undefined) ctx.addIssue({ code: 'custom', path: server.prefix === undefined ? ['servers', name] : ['servers', name, 'prefix'], message: `prefix "${prefix}" is already the prefix of server "${other}"; give one of them another \`prefix\`` });
       else owners.set(prefix, name);
       for (const tool of Object.keys(server.tools)) {
         const named = prefixedToolName(prefix, tool);
@@ -251,9 +251,6 @@ export const ServersFile = z
     }
   });
 export type ServersFile = z.infer<typeof ServersFile>;
-
-/** Every field a servers file may hold, for the "did you mean" of an unknown key. */
-const SERVERS_FILE_FIELDS = fieldNamesOf(ServersFile);
 
 /**
  * The fleet's name for a server's tool, `prefix.tool`, or why there is none.
@@ -343,7 +340,7 @@ export function loadServersFile(path: string, env: Readonly<Record<string, strin
   try {
     text = readFileSync(file, 'utf8');
   } catch (error) {
-    throw new ConfigInvalidError(WHAT, [`--mcp: cannot read ${file}: ${errorCode(error)}`], { cause: error });
+    throw new ConfigInvalidError(WHAT, [`--mcp: cannot read ${file}: ${errorCode(error)}; give --mcp the path of a servers file the worker can read`], { cause: error });
   }
   const source = parseConfigSource(file, text, WHAT);
   // An empty document (or only comments) parses to null: say what the file needs rather than "expected object".
@@ -352,14 +349,7 @@ export function loadServersFile(path: string, env: Readonly<Record<string, strin
   }
   const parsed = ServersFile.safeParse(source.value);
   if (!parsed.success) {
-    const problems = parsed.error.issues.map((issue) => {
-      // Errors in a key point at the key: the value beside it is not what is wrong.
-      if (issue.code === 'invalid_key') return problem(source, issue.path, `key ${issue.issues.map((i) => i.message).join('; ')}`, { key: true });
-      const fix = issueFix(issue, SERVERS_FILE_FIELDS);
-      if (issue.code === 'unrecognized_keys' && issue.keys[0] !== undefined) return problem(source, issue.path, `${issue.message}${fix}`, { key: true, at: [...issue.path, issue.keys[0]] });
-      return problem(source, issue.path, `${issue.message}${fix}`);
-    });
-    throw new ConfigInvalidError(WHAT, problems, { cause: parsed.error });
+    throw new ConfigInvalidError(WHAT, schemaProblems(ServersFile, parsed.error.issues, source), { cause: parsed.error });
   }
   const problems: string[] = [];
   const servers = Object.entries(parsed.data.servers).map(([name, spec]) => resolveServer(name, spec, { dir: dirname(file), env, source, problems }));
@@ -374,18 +364,21 @@ interface Resolution {
   readonly problems: string[];
 }
 
+/** What to do about a path of the file that does not exist: create it, or see where a relative path starts. */
+const FIX_PATH = 'create it, or fix the path (a relative path starts at the servers file\'s directory)';
+
 function resolveServer(name: string, spec: ServerSpec, r: Resolution): McpServerConfig {
   const at = ['servers', name];
   const directory = (p: string, path: PropertyKey[]): string => {
     const absolute = resolve(r.dir, p);
     const kind = statKind(absolute);
-    if (kind !== 'directory') r.problems.push(problem(r.source, [...at, ...path], `${absolute} ${kind === 'missing' ? 'does not exist' : 'is not a directory'}`));
+    if (kind !== 'directory') r.problems.push(problemAt(r.source, [...at, ...path], kind === 'missing' ? `${absolute} does not exist; ${FIX_PATH}` : `${absolute} is not a directory; give a directory`));
     return absolute;
   };
   const existing = (p: string, path: PropertyKey[]): string => {
     const absolute = resolve(r.dir, p);
     // A sandbox cannot mount what is not there; saying so now beats a server that fails to start.
-    if (statKind(absolute) === 'missing') r.problems.push(problem(r.source, [...at, ...path], `${absolute} does not exist`));
+    if (statKind(absolute) === 'missing') r.problems.push(problemAt(r.source, [...at, ...path], `${absolute} does not exist; ${FIX_PATH}`));
     return absolute;
   };
   const values = (record: Readonly<Record<string, ValueSource>>, field: 'env' | 'headers'): Record<string, ConfigValue> =>
@@ -428,7 +421,7 @@ function takeValue(value: ValueSource, r: Resolution & { readonly path: Property
   } else if ('fromEnv' in value) {
     const v = r.env[value.fromEnv];
     if (v === undefined) {
-      r.problems.push(problem(r.source, r.path, `environment variable ${value.fromEnv} is not set in the worker's environment`));
+      r.problems.push(problemAt(r.source, r.path, `environment variable ${value.fromEnv} is not set in the worker's environment; set it where the worker starts, or take the value from elsewhere`));
       return '';
     }
     taken = new SecretValue(v, `environment variable ${value.fromEnv}`);
@@ -439,7 +432,7 @@ function takeValue(value: ValueSource, r: Resolution & { readonly path: Property
       text = readFileSync(file, 'utf8');
     } catch (error) {
       // The code alone (ENOENT, EACCES…): a message is safe today, but a path is all anyone needs.
-      r.problems.push(problem(r.source, r.path, `cannot read file ${file}: ${errorCode(error)}`));
+      r.problems.push(problemAt(r.source, r.path, `cannot read file ${file}: ${errorCode(error)}; fix \`fromFile\` (a relative path starts at the servers file's directory) or the file's permissions`));
       return '';
     }
     // Secret files are written by `echo` and editors as often as not: one trailing newline is never part of a token.
@@ -448,14 +441,9 @@ function takeValue(value: ValueSource, r: Resolution & { readonly path: Property
   const plain = typeof taken === 'string' ? taken : taken.reveal();
   const what = typeof taken === 'string' ? 'the value' : `the value from ${taken.source}`;
   // A header with a line break would be refused by fetch at the first request (or smuggle a header); a NUL cannot be in any environment.
-  if (r.field === 'headers' && /[\r\n\0]/.test(plain)) r.problems.push(problem(r.source, r.path, `${what} contains a line break or NUL, which a header cannot carry`));
-  if (r.field === 'env' && plain.includes('\0')) r.problems.push(problem(r.source, r.path, `${what} contains a NUL character, which an environment cannot carry`));
+  if (r.field === 'headers' && /[\r\n\0]/.test(plain)) r.problems.push(problemAt(r.source, r.path, `${what} contains a line break or NUL, which a header cannot carry; remove it there`));
+  if (r.field === 'env' && plain.includes('\0')) r.problems.push(problemAt(r.source, r.path, `${what} contains a NUL character, which an environment cannot carry; remove it there`));
   return taken;
-}
-
-/** `file:line:col: dotted.path: message`; `options.at` points elsewhere than `path` (an unknown key inside the object at `path`). */
-function problem(source: YamlSource, path: readonly PropertyKey[], message: string, options: { readonly key?: boolean; readonly at?: readonly PropertyKey[] } = {}): string {
-  return `${source.where(options.at ?? path, { key: options.key === true })}: ${path.length === 0 ? '(root)' : path.map(String).join('.')}: ${message}`;
 }
 
 function statKind(path: string): 'directory' | 'other' | 'missing' {

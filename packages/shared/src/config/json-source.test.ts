@@ -37,7 +37,7 @@ describe('strict JSON sources', () => {
       ['[01]', /f\.json:1:3: expected "," or "]" after an array item/],
       ['[.5, +1]', /f\.json:1:2: expected a value/],
       ['[NaN]', /f\.json:1:2: expected a value/],
-      ['{"a": 1} {"b": 2}', /f\.json:1:10: unexpected "{"b":" after the document's end/],
+      ['{"a": 1} {"b": 2}', /f\.json:1:10: unexpected "{"b":" after the document's end \(a JSON file holds one value\); keep one: remove what follows the first value, or merge it into the first$/],
       ['{"a": "x', /f\.json:1:7: a string is not closed \(no ending "\); close it with "/],
       ['["a\tb"]', /f\.json:1:4: a control character \(U\+0009\) in a string/],
       ['["\\x41"]', /f\.json:1:3: "\\x" is not a JSON escape/],

@@ -104,7 +104,9 @@ class StrictJsonParser {
     if (this.pos >= this.text.length) return { value: null, node: undefined };
     const parsed = this.value(0);
     this.skipWhitespace();
-    if (this.pos < this.text.length) throw this.error(`unexpected ${this.describe()} after the document's end (a JSON file holds one value)`);
+    if (this.pos < this.text.length) {
+      throw new JsonSyntaxError(`unexpected ${this.describe()} after the document's end (a JSON file holds one value)`, this.pos, 'keep one: remove what follows the first value, or merge it into the first');
+    }
     return parsed;
   }
 

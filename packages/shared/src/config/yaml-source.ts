@@ -1,10 +1,11 @@
 import { ConfigInvalidError } from '../errors/errors.js';
 import { deepFlowAt } from './flow-depth.js';
 
-export { fieldNamesOf, issueFix } from './issue-fix.js';
+export { type FilePositions, problemAt, schemaProblems } from './file-problems.js';
 import { MAX_JSON_DEPTH, parseJsonSource } from './json-source.js';
 import { LOST_KEY_PROBLEM, lostKeyPaths } from './lost-keys.js';
-import { type Document, isMap, isNode, isScalar, LineCounter, parseDocument, visit } from 'yaml';
+import { yamlErrorText } from './yaml-errors.js';
+import { type Alias, type Document, isCollection, isMap, isNode, isScalar, LineCounter, parseDocument, visit } from 'yaml';
 
 /**
  * A YAML or JSON document with the position of each of its parts: what the
@@ -39,9 +40,10 @@ export function parseConfigSource(file: string, text: string, what: string): Yam
 
 /**
  * Parses `text`, read from `file`, as YAML, keeping node positions.
- * @throws ConfigInvalidError (`invalid <what>: file:line:col: …`) for every syntax error, duplicate keys included,
- *   aliases that expand too often, flow collections nested deeper than JSON may be, and each key a JavaScript
- *   object would drop (`__proto__`, see lost-keys.ts).
+ * @throws ConfigInvalidError (`invalid <what>: file:line:col: …`, saying what to change) for every syntax error,
+ *   duplicate keys and a second document included, aliases of no anchor or that expand too often, a list or map
+ *   as a key, flow collections nested deeper than JSON may be, and each key a JavaScript object would drop
+ *   (`__proto__`, see lost-keys.ts).
  */
 export function parseYamlSource(file: string, text: string, what: string): YamlSource {
   // The bound JSON files have; before the parser, which a flow nested 100,000 deep takes down (flow-depth.ts).
@@ -57,7 +59,8 @@ export function parseYamlSource(file: string, text: string, what: string): YamlS
     const { line, col } = lines.linePos(offset);
     return `${file}:${line}:${col}`;
   };
-  if (doc.errors.length > 0) throw new ConfigInvalidError(what, doc.errors.map((e) => `${at(e.pos[0])}: ${e.message}`));
+  if (doc.errors.length > 0) throw new ConfigInvalidError(what, doc.errors.map((e) => `${at(e.pos[0])}: ${yamlErrorText(e, text, doc)}`));
+  refuseCollectionKeys(doc, what, at);
   const source: YamlSource = {
     value: plainValue(doc, what, at, file),
     where(path, options = {}) {
@@ -82,23 +85,52 @@ function refuseLostKeys(source: YamlSource, what: string): YamlSource {
 }
 
 /**
- * The document's plain value. The parser refuses to expand aliases (`*name`)
- * past a limit — aliases of aliases grow exponentially ("billion laughs") —
- * by throwing a bare ReferenceError; here that is a CONFIG_INVALID at the
- * file's first alias, like any other mistake in the file.
+ * Refuses a list or map as a key (`? [a, b]: 1`): a JavaScript object would
+ * turn it into text, and the parser would say so only on stderr, in words of
+ * its API.
+ */
+function refuseCollectionKeys(doc: Document, what: string, at: (offset: number) => string): void {
+  const problems: string[] = [];
+  visit(doc, {
+    Pair(_key, pair) {
+      if (isCollection(pair.key)) problems.push(`${at(pair.key.range?.[0] ?? 0)}: a key must be a name, not a list or map; write it as a plain name`);
+    },
+  });
+  if (problems.length > 0) throw new ConfigInvalidError(what, problems);
+}
+
+/**
+ * The document's plain value. The parser throws a bare ReferenceError for an
+ * alias (`*name`) of no anchor before it, and for aliases that expand past
+ * its limit — aliases of aliases grow exponentially ("billion laughs"); here
+ * each is a CONFIG_INVALID at its alias (the file's first, for the latter),
+ * like any other mistake in the file.
  */
 function plainValue(doc: Document, what: string, at: (offset: number) => string, file: string): unknown {
   try {
     return doc.toJS();
   } catch (error) {
     if (!(error instanceof ReferenceError)) throw error;
-    let first: number | undefined;
+    // One pass in document order, the order in which the parser looks for an alias's anchor.
+    const anchors = new Set<string>();
+    let first: Alias | undefined;
+    let unresolved: Alias | undefined;
     visit(doc, {
       Alias(_key, node) {
-        first = node.range?.[0];
+        first ??= node;
+        if (anchors.has(node.source)) return undefined;
+        unresolved = node;
         return visit.BREAK;
       },
+      Node(_key, node) {
+        if (node.anchor !== undefined) anchors.add(node.anchor);
+      },
     });
-    throw new ConfigInvalidError(what, [`${first === undefined ? file : at(first)}: the file expands its aliases (*name) too often (${error.message}); write the values out instead`]);
+    const where = (node: Alias | undefined): string => (node?.range ? at(node.range[0]) : file);
+    if (unresolved !== undefined) {
+      const name = unresolved.source;
+      throw new ConfigInvalidError(what, [`${where(unresolved)}: the alias *${name} names no anchor before it; put &${name} on a value above it, or write the value out`]);
+    }
+    throw new ConfigInvalidError(what, [`${where(first)}: the file expands its aliases (*name) too often (${error.message}); write the values out instead`]);
   }
 }
