@@ -86,14 +86,28 @@ describe('command tables', () => {
     expect(resultText({ ...result, content: 'plain text', structuredContent: undefined })).toBe('plain text');
   });
 
-  it('prints content blocks one per line: text as it is, other blocks as a short line with their size', () => {
+  it('prints the structured content as pretty JSON when the result also has content blocks: it is the machine-readable result', () => {
+    const result: ToolResult = {
+      toolCallId: 'c',
+      name: 'draw',
+      content: 'a chart',
+      isError: false,
+      structuredContent: { n: 1 },
+      blocks: [
+        { type: 'text', text: 'a chart' },
+        { type: 'image', data: 'AAAA', mimeType: 'image/png' },
+      ],
+    };
+    expect(resultText(result)).toBe('{\n  "n": 1\n}');
+  });
+
+  it('prints content blocks one per line when there is no structured content: text as it is, other blocks as a short line with their size', () => {
     const png = Buffer.alloc(1234, 7).toString('base64');
     const result: ToolResult = {
       toolCallId: 'c',
       name: 'draw',
       content: 'a chart\nits data',
       isError: false,
-      structuredContent: { n: 1 },
       blocks: [
         { type: 'text', text: 'a chart' },
         { type: 'image', data: png, mimeType: 'image/png' },

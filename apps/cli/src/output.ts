@@ -141,11 +141,12 @@ export function blockLine(block: ContentBlock): string {
 }
 
 /**
- * What a completed call printed: its content blocks one per line when the
- * tool gave any besides plain text, else its structured content as JSON when
- * it has some, else its text.
+ * What a completed call printed: its structured content as pretty JSON when it
+ * has some — the machine-readable result, what a script piping `forge call`
+ * into `jq` wants, whatever blocks came with it — else its content blocks one
+ * per line when the tool gave any besides plain text, else its text.
  */
 export function resultText(result: ToolResult): string {
-  if (result.blocks !== undefined) return result.blocks.map(blockLine).join('\n');
-  return result.structuredContent === undefined ? result.content : jsonText(result.structuredContent);
+  if (result.structuredContent !== undefined) return jsonText(result.structuredContent);
+  return result.blocks === undefined ? result.content : result.blocks.map(blockLine).join('\n');
 }

@@ -68,6 +68,18 @@ describe('forge call', () => {
     expect(out.stdout).toBe('{\n  "n": 1\n}\n');
   });
 
+  it('with --wait prints the structured content of a result that also has content blocks, as pretty JSON', async () => {
+    const clock = { t: 0 };
+    const charted: CallView = {
+      ...completed,
+      result: { toolCallId: 'c1', name: 'chart', content: 'the chart', isError: false, structuredContent: { points: 3 }, blocks: [{ type: 'text', text: 'the chart' }, { type: 'image', data: 'AAAA', mimeType: 'image/png' }] },
+    };
+    const { api } = fleet([charted, charted], clock);
+    const { ctx, out } = context(clock);
+    expect(await runCall(api, { tool: 'chart', args: {}, wait: true, json: false }, ctx)).toBe(0);
+    expect(out.stdout).toBe('{\n  "points": 3\n}\n');
+  });
+
   it('exits 1 for a failed call, with its error code and message on stderr; --json prints the view as well', async () => {
     const failed: CallView = {
       id: 'c2',
