@@ -5,6 +5,7 @@ import type { Tool } from '@forge-fleet/shared';
 import { pino } from 'pino';
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { findLaunchTools, type LaunchTools } from '../src/mcp-servers/launch-command.js';
+import { McpToolExecutor } from '../src/mcp-servers/mcp-tool-executor.js';
 import { SecretValue } from '../src/mcp-servers/secret-value.js';
 import type { McpServerConfig } from '../src/mcp-servers/servers-file.js';
 import { WorkerServers } from '../src/mcp-servers/worker-servers.js';
@@ -48,8 +49,8 @@ function serverConfig(name: string, transport: McpServerConfig['transport'], o: 
   };
 }
 
-const probe = (o: { min: number; max: number; callsPerInstance?: number }): McpServerConfig =>
-  serverConfig('probe', { kind: 'stdio', command: process.execPath, args: [PROBE_SERVER], cwd: undefined, env: {} }, o);
+const probe = (o: { min: number; max: number; callsPerInstance?: number }, ...flags: string[]): McpServerConfig =>
+  serverConfig('probe', { kind: 'stdio', command: process.execPath, args: [PROBE_SERVER, ...flags], cwd: undefined, env: {} }, o);
 
 /** Runs the worker's servers for `config`, started, with a count of the changes they told since. */
 async function serve(config: McpServerConfig): Promise<{ servers: WorkerServers; changes: () => number }> {
@@ -154,3 +155,33 @@ describe('the tools a worker serves follow each instance of a server that comes 
     expect(await run(servers, 'up.session')).not.toBe(before);
   });
 });
+
+describe('what the worker serves of a list', () => {
+  it('is down, saying why, when the server lists no tools; its instance serves on', async () => {
+    const { servers } = await serve(probe({ min: 1, max: 1 }, '--no-tools'));
+    expect(servers.status()[0]).toMatchObject({ state: 'down', error: 'it lists no tools' });
+    expect(namesOf(servers)).toEqual([]);
+    expect(servers.status()[0]?.instances).toBe(1);
+  });
+
+  it('serves the tools of a list that also holds entries that are no MCP tool, naming each left out', async () => {
+    const { servers } = await serve(probe({ min: 1, max: 1 }, '--bad-tools'));
+    expect(servers.status()[0]).toMatchObject({ state: 'up' });
+    expect(namesOf(servers)).toContain('probe.pid');
+    expect(await run(servers, 'probe.pid')).toMatch(/^\d+$/);
+    expect(servers.status()[0]?.skipped?.map((s) => s.tool)).toEqual(expect.arrayContaining(['string-input', 'untyped-input', 'array-output', 'worded-hint', '(an entry whose name is 42)']));
+  });
+
+  it('follows a tool that comes to require tasks, though its definition stays the same', async () => {
+    const { servers, changes } = await serve(probe({ min: 1, max: 1 }));
+    const asTask = (): boolean | undefined => {
+      const executor = servers.tools().find((t) => t.definition.name === 'probe.removable')?.executor;
+      return executor instanceof McpToolExecutor ? executor.asTask : undefined;
+    };
+    expect(asTask()).toBe(false);
+    expect(await run(servers, 'probe.require-task')).toBe('removable requires a task');
+    await vi.waitFor(() => expect(asTask()).toBe(true), WAIT);
+    expect(changes()).toBe(1);
+  });
+});
+

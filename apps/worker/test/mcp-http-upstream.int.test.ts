@@ -102,7 +102,7 @@ describe('a pool of sessions with a Streamable HTTP upstream', () => {
     const pool = new McpServerPool({ server: 'up', launch: { url: upstream.url, headers: { Authorization: bearer(TOKEN) } }, instances: { min: 1, max: 1 } }, tools);
     try {
       await pool.start();
-      expect((await pool.listTools()).map((t) => t.name)).toEqual(expect.arrayContaining(['echo', 'session', 'slow']));
+      expect((await pool.listTools()).tools.map((t) => t.name)).toEqual(expect.arrayContaining(['echo', 'session', 'slow']));
       expect(textOf(await pool.call({ tool: 'echo', arguments: { message: 'hello' } }))).toBe('Echo: hello');
       const progress: number[] = [];
       expect(textOf(await pool.call({ tool: 'slow', arguments: { ms: 1, steps: 3 }, onProgress: (p) => progress.push(p.progress) }))).toBe('done');
@@ -223,14 +223,14 @@ describe('a pool of sessions with a Streamable HTTP upstream', () => {
     const upstream = track(await startUpstream());
     const pool = track(new McpServerPool({ server: 'up', launch: { url: upstream.url, headers: { Authorization: bearer(TOKEN) } }, instances: { min: 1, max: 1 } }, tools));
     await pool.start();
-    expect((await pool.listTools()).map((t) => t.name)).not.toContain('added-1');
+    expect((await pool.listTools()).tools.map((t) => t.name)).not.toContain('added-1');
     let changes = 0;
     pool.on('toolsChanged', () => (changes += 1));
     const nextChange = (): Promise<void> => new Promise((resolve) => pool.once('toolsChanged', () => resolve()));
     let changed = nextChange();
     expect(textOf(await pool.call({ tool: 'add-tools', arguments: { count: 3 } }))).toBe('added-1,added-2,added-3');
     await changed;
-    expect((await pool.listTools()).map((t) => t.name)).toEqual(expect.arrayContaining(['added-1', 'added-2', 'added-3']));
+    expect((await pool.listTools()).tools.map((t) => t.name)).toEqual(expect.arrayContaining(['added-1', 'added-2', 'added-3']));
     expect(textOf(await pool.call({ tool: 'added-2', arguments: {} }))).toBe('added-2');
     // A later change is a second event: the three before it made one.
     changed = nextChange();

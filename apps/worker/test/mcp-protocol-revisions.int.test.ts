@@ -58,7 +58,7 @@ describe('a server built on the v2 SDK (MCP 2026-07-28)', () => {
   it('serves its tools over stdio: list, call, structured content', async () => {
     const pool = track(new McpServerPool({ server: 'v2', launch: stdio('serve'), instances: { min: 1, max: 1 } }, tools));
     await pool.start();
-    const listed = await pool.listTools();
+    const listed = (await pool.listTools()).tools;
     expect(listed.map((t) => t.name).sort()).toEqual(['add', 'grow', 'header', 'slow']);
     expect(listed.find((t) => t.name === 'add')?.outputSchema).toMatchObject({ type: 'object', properties: { sum: { type: 'number' } } });
     expect(await pool.call({ tool: 'add', arguments: { a: 2, b: 40 } })).toMatchObject({ content: [{ type: 'text', text: '42' }], structuredContent: { sum: 42 } });
@@ -68,7 +68,7 @@ describe('a server built on the v2 SDK (MCP 2026-07-28)', () => {
     const upstream = await startHttp('serve');
     const pool = track(new McpServerPool({ server: 'v2http', launch: { url: upstream.url }, instances: { min: 1, max: 1 } }, tools));
     await pool.start();
-    expect((await pool.listTools()).map((t) => t.name).sort()).toEqual(['add', 'grow', 'header', 'slow']);
+    expect((await pool.listTools()).tools.map((t) => t.name).sort()).toEqual(['add', 'grow', 'header', 'slow']);
     expect(await pool.call({ tool: 'add', arguments: { a: 1, b: 2 } })).toMatchObject({ structuredContent: { sum: 3 } });
   });
 
@@ -76,7 +76,7 @@ describe('a server built on the v2 SDK (MCP 2026-07-28)', () => {
     const pool = track(new McpServerPool({ server: 'modern', launch: stdio('reject'), instances: { min: 2, max: 2 } }, tools));
     await pool.start();
     expect(pool.status().instances).toHaveLength(2);
-    const listed = await pool.listTools();
+    const listed = (await pool.listTools()).tools;
     expect(listed.map((t) => t.name).sort()).toEqual(['add', 'grow', 'header', 'slow']);
     expect(listed.find((t) => t.name === 'add')?.outputSchema).toMatchObject({ properties: { sum: { type: 'number' } } });
     const sums = await Promise.all([1, 2, 3, 4].map((a) => pool.call({ tool: 'add', arguments: { a, b: 10 } })));
@@ -105,7 +105,7 @@ describe('a server built on the v2 SDK (MCP 2026-07-28)', () => {
     const changed = new Promise<void>((resolve) => pool.once('toolsChanged', () => resolve()));
     expect(await pool.call({ tool: 'grow', arguments: {} })).toMatchObject({ content: [{ type: 'text', text: 'grown' }] });
     await changed;
-    expect((await pool.listTools()).map((t) => t.name).sort()).toEqual(['add', 'added', 'grow', 'header', 'slow']);
+    expect((await pool.listTools()).tools.map((t) => t.name).sort()).toEqual(['add', 'added', 'grow', 'header', 'slow']);
   });
 
   it('that serves 2026-07-28 only is served as a Streamable HTTP upstream too: list, call, headers, progress, two connections', async () => {
@@ -114,7 +114,7 @@ describe('a server built on the v2 SDK (MCP 2026-07-28)', () => {
     await pool.start();
     expect(pool.status().instances).toHaveLength(2);
     expect(pool.status().instances.every((i) => i.id.startsWith('2026-07-28 connection to'))).toBe(true);
-    const listed = await pool.listTools();
+    const listed = (await pool.listTools()).tools;
     expect(listed.map((t) => t.name).sort()).toEqual(['add', 'grow', 'header', 'slow']);
     expect(listed.find((t) => t.name === 'header')?.inputSchema).toMatchObject({ properties: { region: { type: 'string', 'x-mcp-header': 'Region' } } });
     const sums = await Promise.all([1, 2, 3, 4].map((a) => pool.call({ tool: 'add', arguments: { a, b: 10 } })));
@@ -144,7 +144,7 @@ describe('a server built on the v2 SDK (MCP 2026-07-28)', () => {
     await expect.poll(() => upstream.stderr().split('slow: cancelled').length, { timeout: 5_000 }).toBe(3);
     expect(await instance.callTool('grow', {}, { timeoutMs: 10_000 })).toMatchObject({ content: [{ type: 'text', text: 'grown' }] });
     await expect.poll(() => changes.length, { timeout: 5_000 }).toBeGreaterThan(0);
-    expect((await instance.listTools({ timeoutMs: 10_000 })).map((t) => t.name)).toContain('added');
+    expect((await instance.listTools({ timeoutMs: 10_000 })).tools.map((t) => t.name)).toContain('added');
     expect(instance.alive).toBe(true);
   });
 
@@ -159,7 +159,7 @@ describe('a server built on the v2 SDK (MCP 2026-07-28)', () => {
     const changed = new Promise<void>((resolve) => pool.once('toolsChanged', () => resolve()));
     expect(await pool.call({ tool: 'grow', arguments: {} })).toMatchObject({ content: [{ type: 'text', text: 'grown' }] });
     await changed;
-    expect((await pool.listTools()).map((t) => t.name)).toContain('added');
+    expect((await pool.listTools()).tools.map((t) => t.name)).toContain('added');
     expect(second.stderr()).not.toContain('Rejected inbound request');
   });
 

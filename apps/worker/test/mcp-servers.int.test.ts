@@ -1,4 +1,6 @@
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -58,7 +60,7 @@ afterEach(closeTracked);
 describe('one MCP server instance', () => {
   it('lists the tools of server-everything and echoes', async () => {
     const instance = track(await McpInstance.start({ server: 'everything', launch: { ...everything, env: {}, startupTimeoutMs: 20_000 }, tools }));
-    const listed = await instance.listTools({ timeoutMs: 10_000 });
+    const listed = (await instance.listTools({ timeoutMs: 10_000 })).tools;
     expect(listed.map((t) => t.name)).toEqual(expect.arrayContaining(['echo', 'get-sum', 'trigger-long-running-operation']));
     expect(listed.find((t) => t.name === 'echo')?.inputSchema).toMatchObject({ type: 'object', properties: { message: { type: 'string' } } });
     expect(textOf(await instance.callTool('echo', { message: 'hello' }, { timeoutMs: 10_000 }))).toBe('Echo: hello');
@@ -277,7 +279,7 @@ describe('a pool of MCP server instances', () => {
     const changed = new Promise<void>((resolve) => pool.once('toolsChanged', resolve));
     await pool.start();
     await changed;
-    expect((await pool.listTools()).map((t) => t.name)).toContain('simulate-research-query');
+    expect((await pool.listTools()).tools.map((t) => t.name)).toContain('simulate-research-query');
   });
 
   it('calls a tool that server-everything runs only as a task as one, its status messages passed on as progress', async () => {
@@ -285,7 +287,7 @@ describe('a pool of MCP server instances', () => {
     const changed = new Promise<void>((resolve) => pool.once('toolsChanged', resolve));
     await pool.start();
     await changed;
-    const listed = (await pool.listTools()).find((t) => t.name === 'simulate-research-query');
+    const listed = (await pool.listTools()).tools.find((t) => t.name === 'simulate-research-query');
     expect(listed?.execution?.taskSupport).toBe('required');
     // Called plainly, the server refuses it: this is why the fleet calls it as a task.
     const plain = await pool.call({ tool: 'simulate-research-query', arguments: { topic: 'tides' } });
@@ -351,13 +353,13 @@ describe('a pool of MCP server instances', () => {
   it('emits toolsChanged once for a stdio server that adds a tool, and lists the new tool', async () => {
     const pool = track(new McpServerPool({ server: 'probe', launch: probeServer, instances: { min: 1, max: 1 } }, tools));
     await pool.start();
-    expect((await pool.listTools()).map((t) => t.name)).not.toContain('added-1');
+    expect((await pool.listTools()).tools.map((t) => t.name)).not.toContain('added-1');
     let changes = 0;
     pool.on('toolsChanged', () => (changes += 1));
     const changed = new Promise<void>((resolve) => pool.once('toolsChanged', resolve));
     expect(textOf(await pool.call({ tool: 'add-tool', arguments: {} }))).toBe('added-1');
     await changed;
-    expect((await pool.listTools()).map((t) => t.name)).toContain('added-1');
+    expect((await pool.listTools()).tools.map((t) => t.name)).toContain('added-1');
     expect(textOf(await pool.call({ tool: 'added-1', arguments: {} }))).toBe('added-1');
     expect(changes).toBe(1);
   });
@@ -425,3 +427,80 @@ describe('a pool of MCP server instances', () => {
     }
   });
 });
+
+describe('what a server sends back keeps its secrets out', () => {
+  const secret = 'sk-probe-secret-2';
+  const launch = { ...probeServer, env: { PROBE_SECRET: secret }, secrets: [secret] };
+
+  it('replaces its secret values in results, structured content, errors and progress messages', async () => {
+    const pool = track(new McpServerPool({ server: 'probe', launch, instances: { min: 1, max: 1 } }, tools));
+    await pool.start();
+    const echoed = await pool.call({ tool: 'echo-secret', arguments: {} });
+    expect(textOf(echoed)).toBe('the token is [redacted]');
+    expect(echoed.structuredContent).toEqual({ token: '[redacted]', 'key-[redacted]': 1 });
+    const failure = await failureOf(pool.call({ tool: 'fail-with-secret', arguments: {}, label: 'probe.fail-with-secret' }));
+    expect(failure.code).toBe('EXECUTION_FAILED');
+    expect(failure.message).toContain('cannot log in with [redacted]');
+    expect(JSON.stringify(failure)).not.toContain(secret);
+    expect(String((failure as { cause?: unknown }).cause)).not.toContain(secret);
+    const messages: string[] = [];
+    expect(textOf(await pool.call({ tool: 'progress-secret', arguments: {}, onProgress: (p) => messages.push(p.message ?? '') }))).toBe('reported');
+    expect(messages).toEqual(['using [redacted]']);
+  });
+});
+
+describe("a server's end is its process's end", () => {
+  it('ends the instance when its process exits, though a helper it left in a session of its own still holds its stdio; the call ends MCP_SERVER_LOST and the helper is killed', async () => {
+    const pool = track(new McpServerPool({ server: 'probe', launch: probeServer, instances: { min: 1, max: 1 }, restart: { initialDelayMs: 10 } }, tools));
+    await pool.start();
+    const [first] = pidsOf(pool);
+    const pidFile = join(mkdtempSync(join(tmpdir(), 'mcp-daemon-')), 'pid');
+    const started = Date.now();
+    const failure = await failureOf(pool.call({ tool: 'daemon-then-exit', arguments: { pidFile }, timeoutMs: 30_000 }));
+    const helper = Number(readFileSync(pidFile, 'utf8'));
+    try {
+      expect(failure.code).toBe('MCP_SERVER_LOST');
+      // Long before the call's own timeout: the instance ended with its process.
+      expect(Date.now() - started).toBeLessThan(20_000);
+      await vi.waitFor(() => expect(processTable().some((p) => p.pid === helper && p.state !== 'Z')).toBe(false), WAIT);
+      // A replacement serves.
+      await vi.waitFor(() => expect(pidsOf(pool).filter((pid) => pid !== first)).toHaveLength(1), WAIT);
+      expect(textOf(await pool.call({ tool: 'pid', arguments: {} }))).not.toBe(String(first));
+    } finally {
+      try {
+        process.kill(helper, 'SIGKILL');
+      } catch {
+        // Gone, as it should be.
+      }
+    }
+  });
+
+  it("tells an instance's death with the last 4 KiB of its stderr, not only the last thousand characters", async () => {
+    const pool = track(new McpServerPool({ server: 'probe', launch: probeServer, instances: { min: 1, max: 1 }, restart: { initialDelayMs: 10 } }, tools));
+    const deaths: string[] = [];
+    pool.on('instanceExited', (exit) => deaths.push(exit.detail));
+    await pool.start();
+    expect((await failureOf(pool.call({ tool: 'stderr-then-exit', arguments: {} }))).code).toBe('MCP_SERVER_LOST');
+    await vi.waitFor(() => expect(deaths).toHaveLength(1), WAIT);
+    // 30 lines of 100 characters: all of them fit in 4 KiB.
+    expect(deaths[0]).toContain('line 01 ');
+    expect(deaths[0]).toContain('line 30 ');
+  });
+});
+
+describe('a tools/list with entries that are no MCP tool', () => {
+  it('serves the tools that are, and names each one that is not with what is wrong', async () => {
+    const pool = track(new McpServerPool({ server: 'mixed', launch: { command: process.execPath, args: [PROBE_SERVER, '--bad-tools'] }, instances: { min: 1, max: 1 } }, tools));
+    await pool.start();
+    const listing = await pool.listTools();
+    expect(listing.tools.map((t) => t.name)).toContain('pid');
+    expect(listing.refused).toEqual([
+      { tool: 'string-input', reason: expect.stringContaining('its inputSchema is not an object schema') as string },
+      { tool: 'untyped-input', reason: expect.stringContaining('its inputSchema is not an object schema') as string },
+      { tool: 'array-output', reason: expect.stringContaining('its outputSchema is not an object schema') as string },
+      { tool: 'worded-hint', reason: expect.stringContaining('annotations.readOnlyHint') as string },
+      { tool: '(an entry whose name is 42)', reason: expect.stringContaining('name') as string },
+    ]);
+  });
+});
+

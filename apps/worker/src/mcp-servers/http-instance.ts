@@ -7,7 +7,7 @@ import { boundedFetch } from './bounded-fetch.js';
 import { MODERN_ONLY, MODERN_REVISION } from './modern-era.js';
 import type { ParamHeader } from './modern-http-headers.js';
 import { ModernHttpTransport } from './modern-http-transport.js';
-import { isMcpError, refusedRevisions, revisionRefusal, UpstreamInstance, type UpstreamHooks } from './upstream-instance.js';
+import { answeredRevision, isMcpError, refusedRevisions, revisionRefusal, UpstreamInstance, type UpstreamHooks } from './upstream-instance.js';
 
 /** How long ending a session may wait for the upstream to answer its DELETE: one that hangs must not hold up a worker's shutdown. */
 const TERMINATE_TIMEOUT_MS = 5_000;
@@ -41,8 +41,6 @@ export class HttpMcpInstance extends UpstreamInstance {
   readonly #transport: StreamableHTTPClientTransport | ModernHttpTransport;
   /** The URL for people: origin and path, without a query that might carry a key. */
   readonly #where: string;
-  /** The header values and their longer parts, longest first, removed from every message. */
-  readonly #secrets: readonly string[];
   /** Why the session was lost, once it was. */
   #lostDetail = '';
   /** `initialize` was answered: from now on a failed connection ends the session. */
@@ -54,7 +52,8 @@ export class HttpMcpInstance extends UpstreamInstance {
     this.#where = `${url.origin}${url.pathname}`;
     // The one place the values are revealed: into the requests' headers.
     const headers = revealAll(launch.headers);
-    this.#secrets = secretsOf(Object.values(headers));
+    // The header values and their longer parts, longest first, removed from every message.
+    this.secrets = secretsOf(Object.values(headers));
     // Bounded answers (bounded-fetch.ts): an upstream's one huge answer fails its call, not the worker.
     const fetch = boundedFetch(launch.maxMessageBytes);
     this.#transport = modern ? new ModernHttpTransport(url, headers, fetch, paramHeadersFor(launch)) : new StreamableHTTPClientTransport(url, { requestInit: { headers }, fetch });
@@ -142,6 +141,8 @@ export class HttpMcpInstance extends UpstreamInstance {
     }
     const revisions = refusedRevisionsOf(err);
     if (revisions !== undefined) return revisionRefusal(revisions);
+    const answered = answeredRevision(err);
+    if (answered !== undefined) return answered;
     if (err instanceof StreamableHTTPError && err.code !== undefined && err.code > 0) return `it answered initialize with HTTP ${err.code}`;
     return `it cannot be reached: ${this.describe(err)}`;
   }
@@ -155,7 +156,7 @@ export class HttpMcpInstance extends UpstreamInstance {
   }
 
   #redact(text: string): string {
-    return redactSecrets(text, this.#secrets);
+    return redactSecrets(text, this.secrets);
   }
 }
 

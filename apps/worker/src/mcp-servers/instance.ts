@@ -7,17 +7,20 @@ import { Outbox } from '../sandbox/framing.js';
 import { AnswerLines } from './answer-lines.js';
 import { MODERN_ONLY, MODERN_REVISION, ModernEraBridge } from './modern-era.js';
 import { GroupReaper } from './group-reaper.js';
-import { descendantsOf, killEach, type ProcessEntry } from './process-tree.js';
+import { descendantsOf, descriptorsOf, holdersOf, killEach, type ProcessEntry } from './process-tree.js';
 import { redactSecrets } from './secret-value.js';
 import { StderrLines } from './stderr-lines.js';
 import { type LaunchTools, stdioLaunch } from './launch-command.js';
 import type { McpStdioLaunch } from './pool-options.js';
-import { isMcpError, refusedRevisions, revisionRefusal, UpstreamInstance, type UpstreamHooks } from './upstream-instance.js';
+import { answeredRevision, isMcpError, refusedRevisions, revisionRefusal, UpstreamInstance, type UpstreamHooks } from './upstream-instance.js';
 
 export type { McpCallOptions, McpInstanceEvents, McpInstanceExit } from './upstream-instance.js';
 
 /** How long a failed start waits for the rest of the server's stderr. */
 const STDERR_DRAIN_MS = 250;
+
+/** How long a server's stdio may stay open after its process exited, to bring what it wrote last (see endsWithItsProcess). */
+const EXIT_DRAIN_MS = 250;
 
 /** The last bytes of a server's stderr kept for messages: enough for a stack trace's head, bounded however much it writes. */
 const STDERR_TAIL_BYTES = 4096;
@@ -65,8 +68,10 @@ class SpawnAwareTransport extends StdioClientTransport {
     if (this.spawnedPid !== undefined && this.#reaperShell !== undefined) this.reaper = GroupReaper.start(this.#reaperShell, this.spawnedPid);
     // The SDK keeps its child in a field TypeScript calls private (SDK pinned in package-lock.json); were it
     // ever gone, sends would go one write each, through the SDK's own send.
-    const stdin = (this as unknown as { _process?: ChildProcess })._process?.stdin;
+    const child = (this as unknown as { _process?: ChildProcess })._process;
+    const stdin = child?.stdin;
     if (stdin != null) this.#outbox = new Outbox((text) => stdin.write(text));
+    if (child !== undefined) endsWithItsProcess(child);
     if (this.#modern) {
       // The client set its handler before it started the transport; the bridge goes in front of it.
       const toClient = this.onmessage;
@@ -99,6 +104,35 @@ class SpawnAwareTransport extends StdioClientTransport {
   }
 }
 
+/**
+ * Makes the end of the server's process the end of its stdio. The SDK learns
+ * that a server has gone when its stdio closes, not when it exits; a helper
+ * the server left running with its stdout (a daemon that did not close it, in
+ * a session of its own, so the group kill misses it) kept the instance
+ * "alive" with no process behind it: calls hung until their timeout, no
+ * replacement came, and shutdown waited out its grace. Once the process has
+ * exited, its stdio has {@link EXIT_DRAIN_MS} to bring what it wrote last;
+ * then whoever else holds those pipes is killed and the worker's ends are
+ * closed, which ends the instance as any exit does.
+ */
+function endsWithItsProcess(child: ChildProcess): void {
+  // Read now, while the process lives: its descriptors 0–2 are the pipes anyone holding them shares.
+  const pipes = child.pid === undefined ? new Set<string>() : descriptorsOf(child.pid, [0, 1, 2]);
+  let closed = false;
+  child.once('close', () => (closed = true));
+  const afterExit = (): void => {
+    setTimeout(() => {
+      if (closed) return;
+      killEach(holdersOf(pipes, process.pid));
+      child.stdin?.destroy();
+      child.stdout?.destroy();
+      child.stderr?.destroy();
+    }, EXIT_DRAIN_MS).unref();
+  };
+  if (child.exitCode !== null || child.signalCode !== null) afterExit();
+  else child.once('exit', afterExit);
+}
+
 /** Shorter values are not redacted: replacing every `1` or `on` of a tail would hide the tail, not a secret. */
 const MIN_REDACTED_LENGTH = 4;
 
@@ -113,8 +147,6 @@ export class McpInstance extends UpstreamInstance {
   #stderrTail = '';
   #pid = 0;
   #reaper: GroupReaper | undefined;
-  /** The secret values of its environment, which its stderr must not carry into a message or a log line. */
-  #secrets: readonly string[] = [];
   /** Outside a PID namespace: what it starts in a session of its own escapes the group kill, and is looked for (see {@link #escaped}). */
   #unconfined = false;
 
@@ -130,7 +162,8 @@ export class McpInstance extends UpstreamInstance {
   static async start(options: { server: string; launch: McpStdioLaunch; tools: LaunchTools } & UpstreamHooks): Promise<McpInstance> {
     const { server, launch } = options;
     const instance = new McpInstance(server, options);
-    instance.#secrets = (launch.secrets ?? []).filter((v) => v.length >= MIN_REDACTED_LENGTH);
+    // Longest first: a secret that holds another is replaced whole.
+    instance.secrets = (launch.secrets ?? []).filter((v) => v.length >= MIN_REDACTED_LENGTH).sort((a, b) => b.length - a.length);
     const { parameters, needsReaper } = stdioLaunch(options.tools, launch);
     const modern = MODERN_ONLY.has(launch);
     const transport = new SpawnAwareTransport(parameters, needsReaper ? options.tools.sh : undefined, modern, launch.maxMessageBytes);
@@ -141,7 +174,7 @@ export class McpInstance extends UpstreamInstance {
       onStderr === undefined
         ? undefined
         : new StderrLines(
-            { secrets: instance.#secrets, maxLines: STDERR_LINES_PER_WINDOW, windowMs: STDERR_WINDOW_MS },
+            { secrets: instance.secrets, maxLines: STDERR_LINES_PER_WINDOW, windowMs: STDERR_WINDOW_MS },
             (line) => onStderr(line, transport.spawnedPid),
             (left) => onStderr(`(${left} more lines of its stderr were not logged: at most ${STDERR_LINES_PER_WINDOW} every ${STDERR_WINDOW_MS / 1000} s are)`, transport.spawnedPid),
           );
@@ -170,7 +203,7 @@ export class McpInstance extends UpstreamInstance {
         ? `it did not answer initialize within ${launch.startupTimeoutMs} ms`
         : revisions !== undefined
           ? revisionRefusal(revisions)
-          : `it failed to start: ${errorText(err)}`;
+          : (answeredRevision(err) ?? `it failed to start: ${errorText(err)}`);
       const tail = instance.stderrTail.trim();
       throw new UnavailableError(`${reason}${tail === '' ? '' : `; its stderr: ${tail.slice(-1000)}`}`, { what: `MCP server '${server}' (${launch.command})`, cause: err });
     }
@@ -183,7 +216,7 @@ export class McpInstance extends UpstreamInstance {
       // The server's own children are in its group: they go with it; then its reaper, which has nothing left to do.
       killGroup(pid);
       transport.reaper?.stop();
-      instance.markEnded(instance.expected ? '' : instance.stderrTail.trim().slice(-1000));
+      instance.markEnded(instance.expected ? '' : instance.stderrTail.trim());
     };
     return instance;
   }
@@ -208,7 +241,7 @@ export class McpInstance extends UpstreamInstance {
    * put it into the worker's log, an error or `/readyz`.
    */
   get stderrTail(): string {
-    return redactSecrets(this.#stderrTail, this.#secrets);
+    return redactSecrets(this.#stderrTail, this.secrets);
   }
 
   /** Kills the process group at once (SIGKILL), and what the server started outside it; `exit` follows. */

@@ -39,6 +39,11 @@ export class McpToolExecutor implements CallerBoundExecutor {
     private readonly caller: string | undefined = undefined,
   ) {}
 
+  /** Whether the server tool is called as a task: part of what a listing decides, beside the definition. */
+  get asTask(): boolean {
+    return this.target.asTask === true;
+  }
+
   [BIND_CALLER](caller: string | undefined): ToolExecutor {
     return caller === this.caller ? this : new McpToolExecutor(this.name, this.target, this.pool, this.log, caller);
   }

@@ -1,6 +1,6 @@
 // The worker's view of processes, from /proc: what a host-tier server started outside its process group is
 // found here before the server ends, and killed with it (instance.ts); the tests count processes the same way.
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 
 /** One process as /proc shows it. */
 export interface ProcessEntry {
@@ -79,6 +79,60 @@ export function killEach(entries: readonly ProcessEntry[]): void {
       // Gone meanwhile.
     }
   }
+}
+
+/**
+ * What descriptors `fds` of process `pid` are, as /proc names them (`pipe:[1234]`, a path…); those that cannot be
+ * read (no /proc, the process gone) are left out.
+ */
+export function descriptorsOf(pid: number, fds: readonly number[]): Set<string> {
+  const found = new Set<string>();
+  for (const fd of fds) {
+    try {
+      found.add(readlinkSync(`/proc/${pid}/fd/${fd}`));
+    } catch {
+      // Not there: nothing to find it by.
+    }
+  }
+  return found;
+}
+
+/**
+ * Every process but `except` that holds a descriptor of one of `targets` (as
+ * {@link descriptorsOf} names them): those the worker may look into, its
+ * own user's. A pipe's holders are whoever can still write to it or read it.
+ */
+export function holdersOf(targets: ReadonlySet<string>, except: number): ProcessEntry[] {
+  if (targets.size === 0) return [];
+  const holders = new Set<number>();
+  let names: string[];
+  try {
+    names = readdirSync('/proc');
+  } catch {
+    return [];
+  }
+  for (const name of names) {
+    if (!/^\d+$/.test(name) || Number(name) === except) continue;
+    let fds: string[];
+    try {
+      fds = readdirSync(`/proc/${name}/fd`);
+    } catch {
+      continue;
+    }
+    for (const fd of fds) {
+      let target: string;
+      try {
+        target = readlinkSync(`/proc/${name}/fd/${fd}`);
+      } catch {
+        continue;
+      }
+      if (targets.has(target)) {
+        holders.add(Number(name));
+        break;
+      }
+    }
+  }
+  return readTable().filter((entry) => holders.has(entry.pid));
 }
 
 function readTable(): ProcessEntry[] {

@@ -56,3 +56,45 @@ export function redactSecrets(text: string, secrets: readonly string[]): string 
   for (const secret of secrets) out = out.split(secret).join(REDACTED);
   return out;
 }
+
+/**
+ * `value`, a message a server sent (a result, a listing), with every
+ * occurrence of each of `secrets` in its strings and keys replaced by
+ * {@link REDACTED}: changed in place, since it is the worker's own parse of
+ * the message, and walked with a stack of its own, since a server may nest it
+ * deep. A server that echoes the token it was given (in an error's text, a
+ * debug field) must not put it into call records, the audit or a caller's
+ * answer. Only the values themselves are found: a server set on leaking its
+ * secret can encode it, and only its sandbox keeps it from doing so.
+ */
+export function redactJson<T>(value: T, secrets: readonly string[]): T {
+  if (secrets.length === 0) return value;
+  const holds = (text: string): boolean => secrets.some((secret) => text.includes(secret));
+  if (typeof value === 'string') return (holds(value) ? redactSecrets(value, secrets) : value) as T;
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const node = stack.pop();
+    if (typeof node !== 'object' || node === null) continue;
+    if (Array.isArray(node)) {
+      for (let i = 0; i < node.length; i += 1) {
+        const item: unknown = node[i];
+        if (typeof item === 'string') {
+          if (holds(item)) node[i] = redactSecrets(item, secrets);
+        } else if (typeof item === 'object' && item !== null) stack.push(item);
+      }
+      continue;
+    }
+    const record = node as Record<string, unknown>;
+    for (const key of Object.keys(record)) {
+      const item = record[key];
+      if (typeof item === 'string') {
+        if (holds(item)) record[key] = redactSecrets(item, secrets);
+      } else if (typeof item === 'object' && item !== null) stack.push(item);
+      if (holds(key)) {
+        delete record[key];
+        record[redactSecrets(key, secrets)] = item;
+      }
+    }
+  }
+  return value;
+}

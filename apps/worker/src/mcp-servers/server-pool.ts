@@ -1,13 +1,13 @@
 import { EventEmitter } from 'node:events';
 import { BadRequestError, ConfigInvalidError, CancelledError, ExecutionTimeoutError, isFleetError, UnavailableError } from '@forge-fleet/shared';
-import type { CallToolResult, Progress, Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult, Progress } from '@modelcontextprotocol/sdk/types.js';
 import type { z } from 'zod';
 import { HttpMcpInstance } from './http-instance.js';
 import { McpInstance } from './instance.js';
 import type { LaunchTools } from './launch-command.js';
 import { isHttpLaunch, type McpServerPoolOptions, resolveMcpServerPoolOptions } from './pool-options.js';
 import { isCrashLoop, restartDelayMs } from './restart-policy.js';
-import type { McpInstanceExit, UpstreamInstance } from './upstream-instance.js';
+import type { McpInstanceExit, ServerListing, UpstreamInstance } from './upstream-instance.js';
 
 /**
  * `notifications/tools/list_changed` (and instances coming up) within this
@@ -160,7 +160,7 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
    *
    * @throws UnavailableError when the pool is stopped or closed, or no instance can be started.
    */
-  async listTools(): Promise<Tool[]> {
+  async listTools(): Promise<ServerListing> {
     const entry = await this.#acquire(undefined, true, undefined, 'tools/list');
     try {
       return await entry.instance.listTools({ timeoutMs: this.options.callTimeoutMs });
@@ -378,7 +378,7 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
       // A long, healthy run ends the run of failures: the next restart waits only the initial delay.
       if (Date.now() - entry.startedAt >= this.options.restart.stableAfterMs) this.#failuresInARow = 0;
       const why = entry.unresponsive ? 'stopped answering' : exit.pid === undefined ? 'ended' : 'died';
-      const detail = exit.detail === '' ? '' : exit.pid === undefined ? `: ${exit.detail}` : `; its stderr: ${exit.detail}`;
+      const detail = exit.detail === '' ? '' : exit.pid === undefined ? `: ${exit.detail}` : `; its stderr: ${exit.detail.slice(-1000)}`;
       this.#recordFailure(new UnavailableError(`an instance (${exit.instance}) ${why}${detail}`, { what: `MCP server '${this.options.server}'` }));
     }
     this.#dispatch();

@@ -1,16 +1,12 @@
 import { isFleetError, LoopSlice, measureSchema, parseToolDefinition, type Tier, type Tool } from '@forge-fleet/shared';
-import type { Tool as McpTool } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
 import { McpToolExecutor } from './mcp-tool-executor.js';
 import { type McpServerConfig, placeOfTool, prefixedToolName } from './servers-file.js';
 import type { McpServerPool } from './server-pool.js';
 import { trustedSettings } from './trusted-settings.js';
+import type { ServerListing, SkippedTool } from './upstream-instance.js';
 
-/** A tool of a server's list that the fleet does not serve, and why. */
-export interface SkippedTool {
-  readonly tool: string;
-  readonly reason: string;
-}
+export type { SkippedTool } from './upstream-instance.js';
 
 /** What one server's `tools/list` gives a worker of one tier and pool. */
 export interface ImportedTools {
@@ -41,17 +37,23 @@ export const MAX_LISTING_SUBSCHEMAS = 50_000;
  * with pauses that let the worker's calls run between tools (LoopSlice), and
  * the tools past {@link MAX_LISTING_SUBSCHEMAS}, in the list's order, are left out.
  */
-export async function importTools(server: McpServerConfig, listed: readonly McpTool[], lane: { readonly tier: Tier; readonly pool: string | undefined }, pool: McpServerPool, log: Pick<Logger, 'warn'>): Promise<ImportedTools> {
+export async function importTools(server: McpServerConfig, listing: ServerListing, lane: { readonly tier: Tier; readonly pool: string | undefined }, pool: McpServerPool, log: Pick<Logger, 'warn'>): Promise<ImportedTools> {
   const tools: Tool[] = [];
-  const skipped: SkippedTool[] = [];
+  const inLane = (own: string): boolean => {
+    const place = placeOfTool(server, own);
+    return place.tier === lane.tier && (lane.tier !== 'host' || place.pool === lane.pool);
+  };
+  // Entries that are no MCP tool at all (checkedTool): said by the worker whose lane their name falls in.
+  const skipped: SkippedTool[] = listing.refused.filter((entry) => inLane(entry.tool));
+  const listed = listing.tools;
   const seen = new Set<string>();
   const slice = new LoopSlice();
   let subschemas = 0;
   for (const mcp of listed) {
     await slice.pause();
-    const own = typeof mcp?.name === 'string' ? mcp.name : String(mcp?.name);
+    const own = mcp.name;
+    if (!inLane(own)) continue;
     const place = placeOfTool(server, own);
-    if (place.tier !== lane.tier || (lane.tier === 'host' && place.pool !== lane.pool)) continue;
     if (seen.has(own)) {
       skipped.push({ tool: own, reason: 'listed twice by the server; the first is served' });
       continue;
@@ -107,7 +109,7 @@ export async function importTools(server: McpServerConfig, listed: readonly McpT
   }
   // A setting for a tool the server does not list (a name misspelt in the file) applies to nothing: said, not silent,
   // since a missed requiresConfirmation or timeoutMs is a protection the operator believes is there.
-  const names = new Set(listed.map((mcp) => mcp?.name));
+  const names = new Set([...listed.map((mcp) => mcp.name), ...listing.refused.map((entry) => entry.tool)]);
   for (const name of Object.keys(server.tools)) {
     if (!names.has(name)) log.warn({ server: server.name, tool: name }, `the servers file sets tools.${name} of server '${server.name}', which lists no tool of that name: the setting applies to nothing until it does (a misspelt name?)`);
   }

@@ -1,6 +1,6 @@
 import { SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/sdk/types.js';
 import { describe, expect, it } from 'vitest';
-import { refusedRevisions, revisionRefusal, UNSUPPORTED_PROTOCOL_VERSION } from './upstream-instance.js';
+import { answeredRevision, refusedRevisions, revisionRefusal, UNSUPPORTED_PROTOCOL_VERSION } from './upstream-instance.js';
 
 describe('refusedRevisions', () => {
   it("takes the revisions from an UnsupportedProtocolVersion error's data", () => {
@@ -13,10 +13,32 @@ describe('refusedRevisions', () => {
     expect(refusedRevisions(UNSUPPORTED_PROTOCOL_VERSION, undefined)).toEqual([]);
   });
 
+  it("takes them from a 2025-era server's InvalidParams refusal, which carries the same data", () => {
+    expect(refusedRevisions(-32602, { supported: ['2024-11-05'], requested: '2025-11-25' })).toEqual(['2024-11-05']);
+    // InvalidParams without that data is some other complaint about the request.
+    expect(refusedRevisions(-32602, undefined)).toBeUndefined();
+    expect(refusedRevisions(-32602, { reason: 'bad clientInfo' })).toBeUndefined();
+  });
+
   it('is undefined for every other error code', () => {
     expect(refusedRevisions(-32601, { supported: ['2026-07-28'] })).toBeUndefined();
     expect(refusedRevisions('-32022', { supported: ['2026-07-28'] })).toBeUndefined();
     expect(refusedRevisions(undefined, undefined)).toBeUndefined();
+  });
+});
+
+describe('answeredRevision', () => {
+  it("names the revision a server answered initialize with, and the worker's", () => {
+    const text = answeredRevision(new Error("Server's protocol version is not supported: 1999-01-01"));
+    expect(text).toContain('it answered initialize with MCP 1999-01-01');
+    expect(text).toContain(`${SUPPORTED_PROTOCOL_VERSIONS.join(', ')}, 2026-07-28 here`);
+  });
+
+  it('repeats nothing of an answer that is no revision, and is undefined for other failures', () => {
+    expect(answeredRevision(new Error("Server's protocol version is not supported: Bearer sk-live-123"))).toContain('a revision that is no MCP revision');
+    expect(answeredRevision(new Error("Server's protocol version is not supported: Bearer sk-live-123"))).not.toContain('sk-live');
+    expect(answeredRevision(new Error('Connection closed'))).toBeUndefined();
+    expect(answeredRevision('a string')).toBeUndefined();
   });
 });
 

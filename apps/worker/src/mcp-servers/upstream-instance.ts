@@ -11,9 +11,12 @@ import {
   SUPPORTED_PROTOCOL_VERSIONS,
   type Tool,
   ToolListChangedNotificationSchema,
+  ToolSchema,
 } from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
 import { notAnAnswer, tooLargeBytes } from './answer-lines.js';
 import { MODERN_REVISION } from './modern-era.js';
+import { redactJson, redactSecrets } from './secret-value.js';
 import { ANY_RESULT, callAsTask } from './task-call.js';
 
 /** Pages of one `tools/list` the worker follows at most. */
@@ -24,6 +27,26 @@ export const MAX_LISTED_TOOLS = 10_000;
 
 /** Characters of JSON one server's whole tool list may take (each page is bounded on its own as a message). */
 export const MAX_LISTING_CHARS = 32 * 1024 * 1024;
+
+/** A tool of a server's list that the fleet does not serve, and why. */
+export interface SkippedTool {
+  readonly tool: string;
+  readonly reason: string;
+}
+
+/** A server's whole `tools/list`: the entries that are MCP tools, and those that are not, each with what is wrong. */
+export interface ServerListing {
+  readonly tools: readonly Tool[];
+  readonly refused: readonly SkippedTool[];
+}
+
+/**
+ * One page of `tools/list` as the worker reads it: the page's shape, not each
+ * tool's. The SDK's `listTools` checks every tool of a page at once, so one
+ * entry it refuses (a schema of another type, a hint that is not a boolean)
+ * failed the whole listing, and every tool of the server went with it.
+ */
+const LISTING_PAGE = z.object({ tools: z.array(z.unknown()), nextCursor: z.string().optional() });
 
 /** How the fleet names itself to servers in `initialize`. */
 const CLIENT_INFO = { name: 'forge-fleet-worker', version: '0.1.0' } as const;
@@ -82,6 +105,11 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
   #ended = false;
   /** Set before this object ends the connection itself, so that the end is not taken for a failure. */
   protected expected = false;
+  /**
+   * The secret values the server was given (its environment's, an upstream's header values), replaced wherever
+   * what it sends back is kept or shown: results, listings, progress messages, errors (see redactJson).
+   */
+  protected secrets: readonly string[] = [];
 
   /** The client every subclass connects; created here so that no notification can arrive before its handler. */
   protected readonly client: Client;
@@ -102,7 +130,7 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
     // result) was lost. A token of our own stays routed until the call's own code has seen the result.
     this.client.setNotificationHandler(ProgressNotificationSchema, (notification) => {
       const { progressToken, _meta: _ignored, ...progress } = notification.params;
-      this.#progress.get(String(progressToken))?.(progress);
+      this.#progress.get(String(progressToken))?.(typeof progress.message === 'string' ? { ...progress, message: redactJson(progress.message, this.secrets) } : progress);
     });
   }
 
@@ -129,8 +157,9 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
    * @throws ExecutionFailedError for such a listing, or when the server refuses `tools/list`.
    * @throws ExecutionTimeoutError past `timeoutMs`.
    */
-  async listTools(options: { timeoutMs: number }): Promise<Tool[]> {
+  async listTools(options: { timeoutMs: number }): Promise<ServerListing> {
     const tools: Tool[] = [];
+    const refused: SkippedTool[] = [];
     const followed = new Set<string>();
     let chars = 0;
     const deadline = Date.now() + options.timeoutMs;
@@ -142,9 +171,13 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
           if (followed.size + 1 >= MAX_LIST_PAGES) throw this.#badListing(`its tools/list runs to more than ${MAX_LIST_PAGES} pages`);
           followed.add(cursor);
         }
-        const page = await this.client.listTools(cursor === undefined ? {} : { cursor }, { timeout: Math.max(1, deadline - Date.now()) });
-        tools.push(...page.tools);
-        if (tools.length > MAX_LISTED_TOOLS) throw this.#badListing(`it lists more than ${MAX_LISTED_TOOLS} tools`);
+        const page = await this.client.request({ method: 'tools/list', params: cursor === undefined ? {} : { cursor } }, LISTING_PAGE, { timeout: Math.max(1, deadline - Date.now()) });
+        for (const entry of redactJson(page.tools, this.secrets)) {
+          const checked = checkedTool(entry);
+          if ('tool' in checked) tools.push(checked.tool);
+          else refused.push(checked.skipped);
+        }
+        if (tools.length + refused.length > MAX_LISTED_TOOLS) throw this.#badListing(`it lists more than ${MAX_LISTED_TOOLS} tools`);
         chars += jsonChars(page.tools, MAX_LISTING_CHARS);
         if (chars > MAX_LISTING_CHARS) throw this.#badListing(`its tools take more than ${MAX_LISTING_CHARS / 1024 / 1024} MiB of JSON`);
         cursor = page.nextCursor;
@@ -155,9 +188,12 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
       if (tooLarge !== undefined) {
         throw this.#badListing(`one page of its tools/list takes ${tooLarge.atLeast ? 'more than ' : ''}${tooLarge.bytes} bytes, over the ${tooLarge.bound} one message of a server may be: it must page its list (nextCursor)`);
       }
+      // A page whose result is no page of tools (no `tools` array, a cursor that is not a string): the SDK's check of
+      // the result schema given to `request`, said as the listing's fault rather than as a malformed message.
+      if (err instanceof Error && err.name === 'ZodError') throw this.#badListing(`a page of its tools/list is not one: ${notJsonRpc(err)?.replace(/^it is not a JSON-RPC message: /, '') ?? 'refused by the MCP schema'}`);
       throw this.#failure('tools/list', err, { timeoutMs: options.timeoutMs });
     }
-    return tools;
+    return { tools, refused };
   }
 
   #badListing(why: string): ExecutionFailedError {
@@ -193,7 +229,7 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
         timeout: options.timeoutMs,
         ...(options.signal === undefined ? {} : { signal: options.signal }),
       });
-      return result;
+      return redactJson(result, this.secrets);
     } catch (err) {
       throw this.#failure(label, err, { ...options, expiry });
     } finally {
@@ -224,10 +260,11 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
         ? undefined
         : (message: string): void => {
             statuses += 1;
-            report({ progress: last?.progress ?? statuses, ...(last?.total === undefined ? {} : { total: last.total }), message });
+            report({ progress: last?.progress ?? statuses, ...(last?.total === undefined ? {} : { total: last.total }), message: redactJson(message, this.secrets) });
           };
     try {
-      return await callAsTask(this.client, { name, arguments: args, ...(report === undefined ? {} : { _meta: { progressToken: token } }) }, { timeoutMs: options.timeoutMs, signal: options.signal, onStatus });
+      const result = await callAsTask(this.client, { name, arguments: args, ...(report === undefined ? {} : { _meta: { progressToken: token } }) }, { timeoutMs: options.timeoutMs, signal: options.signal, onStatus });
+      return redactJson(result, this.secrets);
     } catch (err) {
       throw this.#failure(label, err, options);
     } finally {
@@ -260,14 +297,15 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
     return false;
   }
 
-  /** What of `err` may be shown; subclasses remove what must not be (header values). */
+  /** What of `err` may be shown: its message, the server's secret values redacted (a server's error text may echo them). */
   protected describe(err: unknown): string {
-    return err instanceof Error ? err.message : String(err);
+    return redactSecrets(err instanceof Error ? err.message : String(err), this.secrets);
   }
 
-  /** What of `err` may travel as a fleet error's `cause` (logged with it); subclasses drop what could hold a secret. */
+  /** What of `err` may travel as a fleet error's `cause` (logged with it): an error whose text holds a secret, retold without it. */
   protected causeOf(err: unknown): unknown {
-    return err;
+    const text = err instanceof Error ? err.message : String(err);
+    return this.secrets.some((secret) => text.includes(secret)) ? new Error(this.describe(err)) : err;
   }
 
   /** Marks the instance ended, once, and tells the `exit` listeners. */
@@ -306,6 +344,26 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
       details: { server: this.server, ...(err instanceof McpError ? { mcpCode: err.code } : {}) },
     });
   }
+}
+
+/**
+ * One entry of a server's list as an MCP tool, or why it is not one: the
+ * first thing MCP's Tool shape finds wrong with it, in words that say which
+ * part of the entry. The others of the list are served regardless.
+ */
+export function checkedTool(entry: unknown): { tool: Tool } | { skipped: SkippedTool } {
+  const parsed = ToolSchema.safeParse(entry);
+  if (parsed.success) return { tool: parsed.data };
+  const name = typeof entry === 'object' && entry !== null ? (entry as { name?: unknown }).name : undefined;
+  const tool = typeof name === 'string' ? name : `(an entry whose name is ${name === undefined ? 'missing' : JSON.stringify(name)?.slice(0, 64) ?? typeof name})`;
+  const issue = parsed.error.issues[0];
+  const path = issue?.path.map(String) ?? [];
+  const schema = path[0] === 'inputSchema' || path[0] === 'outputSchema' ? path[0] : undefined;
+  const reason =
+    schema !== undefined && (path.length === 1 || path[1] === 'type')
+      ? `its ${schema} is not an object schema: MCP requires one with "type": "object" at its root`
+      : `it is not an MCP tool: ${path.length === 0 ? 'the entry' : path.join('.')}: ${String(issue?.message ?? 'refused by the MCP schema').slice(0, 200)}`;
+  return { skipped: { tool, reason } };
 }
 
 /**
@@ -357,9 +415,25 @@ const REVISION = /^\d{4}-\d{2}-\d{2}$/;
  * dropped, so nothing else of what a server sent reaches a message.
  */
 export function refusedRevisions(code: unknown, data: unknown): string[] | undefined {
-  if (code !== UNSUPPORTED_PROTOCOL_VERSION) return undefined;
   const supported = typeof data === 'object' && data !== null ? (data as { supported?: unknown }).supported : undefined;
+  // MCP 2025-era servers refuse a revision with InvalidParams and the same data; that code alone means other things.
+  if (code !== UNSUPPORTED_PROTOCOL_VERSION && !(code === McpErrorCode.InvalidParams && Array.isArray(supported))) return undefined;
   return Array.isArray(supported) ? supported.filter((v): v is string => typeof v === 'string' && REVISION.test(v)) : [];
+}
+
+/** What the SDK's client says of an `initialize` answered with a revision it does not speak. */
+const ANSWERED_REVISION = /^Server's protocol version is not supported: (.*)$/s;
+
+/**
+ * Why a server that answered `initialize` with a revision the worker does not
+ * speak cannot be served, naming that revision and the worker's; undefined
+ * for any other failure. The SDK's client refuses such an answer itself.
+ */
+export function answeredRevision(err: unknown, workerSpeaks: readonly string[] = [...SUPPORTED_PROTOCOL_VERSIONS, MODERN_REVISION]): string | undefined {
+  const answered = err instanceof Error ? ANSWERED_REVISION.exec(err.message)?.[1] : undefined;
+  if (answered === undefined) return undefined;
+  const theirs = REVISION.test(answered) ? `MCP ${answered}` : 'a revision that is no MCP revision';
+  return `it answered initialize with ${theirs}, which the worker does not speak; the worker's MCP client speaks ${workerSpeaks.join(', ')} here`;
 }
 
 /**

@@ -6,7 +6,9 @@ import type { LaunchTools } from './launch-command.js';
 import { poolOptionsOf } from './pool-options-of.js';
 import { type McpServerConfig, runsOn } from './servers-file.js';
 import { McpServerPool } from './server-pool.js';
+import { McpToolExecutor } from './mcp-tool-executor.js';
 import { importTools, type SkippedTool } from './tool-import.js';
+import type { ServerListing } from './upstream-instance.js';
 
 /**
  * `starting`: its first instance is on its way; `up`: its tools are served;
@@ -191,7 +193,7 @@ export class WorkerServers extends EventEmitter<WorkerServersEvents> {
     // What a server writes to stderr is for its operator: logged here, never shown to callers.
     pool.on('stderr', ({ pid, line }) => log.info({ server: config.name, instance: pid === undefined ? undefined : `pid ${pid}`, stderr: line }, 'MCP server stderr'));
     pool.on('instanceExited', (exit) => {
-      if (exit.failed) log.warn({ server: config.name, instance: exit.instance, detail: exit.detail.slice(-2000) }, 'MCP server instance died');
+      if (exit.failed) log.warn({ server: config.name, instance: exit.instance, detail: exit.detail }, 'MCP server instance died');
     });
     pool.on('startFailed', ({ error }) => this.#failed(served, error));
     pool.on('stopped', ({ error }) => {
@@ -234,8 +236,12 @@ export class WorkerServers extends EventEmitter<WorkerServersEvents> {
           rest = Math.min(IMPORT_REST_MAX_MS, IMPORT_REST_FACTOR * (performance.now() - began));
           for (const skip of imported.skipped) this.#o.log.warn({ server: served.config.name, tool: skip.tool, reason: skip.reason }, 'MCP tool not served');
           served.skipped = imported.skipped;
-          served.state = 'up';
-          served.error = undefined;
+          // A server that gives this worker nothing to serve is down, saying why; its instance runs on, and a list
+          // it changes later (list_changed, a new instance) is read again.
+          const nothing = imported.tools.length === 0 ? nothingServed(listed, imported.skipped, this.#o) : undefined;
+          if (nothing !== undefined && served.error !== nothing) this.#o.log.warn({ server: served.config.name, err: nothing }, 'MCP server serves no tools here');
+          served.state = nothing === undefined ? 'up' : 'down';
+          served.error = nothing;
           this.#setTools(served, imported.tools);
         } catch (err) {
           this.#failed(served, err);
@@ -246,8 +252,25 @@ export class WorkerServers extends EventEmitter<WorkerServersEvents> {
   }
 
   #setTools(served: Served, tools: readonly Tool[]): void {
-    const before = served.tools.map((t) => JSON.stringify(t.definition)).join('\n');
+    const before = listingOf(served.tools);
     served.tools = tools;
-    if (tools.map((t) => JSON.stringify(t.definition)).join('\n') !== before && !this.#closed) this.emit('toolsChanged');
+    if (listingOf(tools) !== before && !this.#closed) this.emit('toolsChanged');
   }
+}
+
+/** Why a server's listing gives a worker of `lane` no tool to serve. */
+function nothingServed(listing: ServerListing, skipped: readonly SkippedTool[], lane: { readonly tier: Tier; readonly pool: string | undefined }): string {
+  const listed = listing.tools.length + listing.refused.length;
+  if (listed === 0) return 'it lists no tools';
+  const first = skipped[0];
+  if (first !== undefined) return `none of the ${listed} tools it lists can be served; ${first.tool}: ${first.reason}${skipped.length > 1 ? ` (and ${skipped.length - 1} more, in the log)` : ''}`;
+  return `none of the ${listed} tools it lists is placed on this worker's lane (tier ${lane.tier}${lane.pool === undefined ? '' : `, pool ${lane.pool}`}): see the tier and pool of its tools in the servers file`;
+}
+
+/**
+ * What a listing decides of the tools served: their definitions and, for each, whether it is called as a task. A tool
+ * that comes to require tasks (or stops) changes no definition, yet calls made the old way would fail.
+ */
+function listingOf(tools: readonly Tool[]): string {
+  return tools.map((t) => JSON.stringify(t.definition) + (t.executor instanceof McpToolExecutor && t.executor.asTask ? ' as a task' : '')).join('\n');
 }
