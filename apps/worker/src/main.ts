@@ -12,7 +12,7 @@ import { parseWorkerEnv } from './env.js';
 import type { WorkerServers } from './mcp-servers/worker-servers.js';
 import { ServingPool } from './pools/serving-pool.js';
 import { WorkerPool } from './pools/worker-pool.js';
-import { type Sandbox, startSandbox, unenforced } from './sandbox/index.js';
+import { closeInheritedDescriptors, type Sandbox, startSandbox, unenforced } from './sandbox/index.js';
 import { loadToolsModule, selectTools } from './tools/load.js';
 import { WasmToolExecutor } from './wasm/index.js';
 
@@ -22,11 +22,16 @@ if (process.argv.includes('--help') || process.argv.includes('-h')) {
 }
 
 runMain('forge-worker', async () => {
+  // Before anything is spawned (a tools module's imports may spawn too): what this process inherited without
+  // close-on-exec would reach every server, reaper and sandbox it starts, past their filesystem view.
+  const closedDescriptors = closeInheritedDescriptors();
   const env = parseWorkerEnv(process.env);
   const args = parseWorkerArgs(process.argv.slice(2));
   // This queue's call-verification key only (`forge keys worker-key`): it cannot sign calls for any other queue.
   const callKey = secretFromEnv(process.env, 'FORGE_CALL_KEY', 'worker environment');
   const log = pino({ level: env.LOG_LEVEL, base: { app: 'forge-worker', tier: args.tier, pool: args.pool, pid: process.pid } });
+  if (closedDescriptors === undefined) log.debug('no /proc/self/fdinfo: descriptors inherited without close-on-exec are not looked for');
+  else if (closedDescriptors.length > 0) log.info({ descriptors: closedDescriptors }, `closed ${closedDescriptors.length} descriptors inherited without close-on-exec: no process this worker starts gets them`);
   const metrics = new FleetMetrics('worker', {}, { tier: args.tier, ...(args.pool === undefined ? {} : { pool: args.pool }) });
   const tracing = await setupTracing('forge-worker');
   let tools = args.tools === undefined ? [] : selectTools(await loadToolsModule(args.tools), args.tier, args.pool);

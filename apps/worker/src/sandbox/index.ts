@@ -9,3 +9,4 @@
 export { startSandbox, type Sandbox, type SandboxIsolation, type SandboxOptions } from './sandbox.js';
 export { DEFAULT_LIMITS, type SandboxLimits } from './launch.js';
 export { unenforced } from './strict.js';
+export { closeInheritedDescriptors } from './inherited-descriptors.js';
