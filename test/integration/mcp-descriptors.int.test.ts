@@ -1,9 +1,10 @@
-import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FleetClient } from '@forge-fleet/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
+import { type ProcessEntry, processTable } from '../../apps/worker/test/fixtures/proc-table.js';
 import { ROOT } from '../fixtures/fleet.js';
 import { fleetPerTest } from '../fixtures/fleet-per-test.js';
 import { until } from '../fixtures/wait.js';
@@ -34,30 +35,6 @@ interface HeldBy extends Held {
   readonly comm: string;
 }
 
-/** One process as /proc/<pid>/stat shows it. */
-interface Proc {
-  readonly pid: number;
-  readonly ppid: number;
-  readonly session: number;
-  readonly comm: string;
-}
-
-function processTable(): Proc[] {
-  const table: Proc[] = [];
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-      // "pid (comm) state ppid pgrp session …": comm may hold spaces and parentheses.
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      table.push({ pid: Number(name), ppid: Number(fields[1]), session: Number(fields[3]), comm: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) });
-    } catch {
-      // Ended while the table was read.
-    }
-  }
-  return table;
-}
-
 /**
  * Every process below `worker` (children, their children…) outside the
  * worker's session: what the worker starts to run others' code (servers,
@@ -67,10 +44,10 @@ function processTable(): Proc[] {
  * source) spawns to compile main.ts before any code of the worker runs, and
  * so before it can close anything; a built worker has no such child.
  */
-function startedBy(worker: number): Proc[] {
+function startedBy(worker: number): ProcessEntry[] {
   const table = processTable();
   const session = table.find((p) => p.pid === worker)?.session;
-  const found: Proc[] = [];
+  const found: ProcessEntry[] = [];
   const queue = [worker];
   for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
     for (const child of table.filter((p) => p.ppid === next)) {
@@ -82,7 +59,7 @@ function startedBy(worker: number): Proc[] {
 }
 
 /** What each descriptor above stdio of `procs` refers to (stat through /proc/<pid>/fd, as root on the host sees it). */
-function heldBy(procs: readonly Proc[]): HeldBy[] {
+function heldBy(procs: readonly ProcessEntry[]): HeldBy[] {
   const held: HeldBy[] = [];
   for (const { pid, comm } of procs) {
     let fds: string[];

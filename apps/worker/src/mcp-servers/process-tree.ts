@@ -8,6 +8,8 @@ export interface ProcessEntry {
   readonly ppid: number;
   /** Its process group. */
   readonly pgrp: number;
+  /** Its session. */
+  readonly session: number;
   /** `R`, `S`, `Z` (a zombie)… */
   readonly state: string;
   /** Start time in clock ticks since boot: with the pid, names one process even after its pid is reused. */
@@ -28,7 +30,7 @@ export function processTable(): ProcessEntry[] {
     }
     // "pid (comm) state ppid pgrp … starttime …": comm may hold spaces and parentheses, so fields are counted after the last ')'.
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    found.push({ pid: Number(name), state: fields[0] ?? '', ppid: Number(fields[1]), pgrp: Number(fields[2]), start: fields[19] ?? '', comm: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) });
+    found.push({ pid: Number(name), state: fields[0] ?? '', ppid: Number(fields[1]), pgrp: Number(fields[2]), session: Number(fields[3]), start: fields[19] ?? '', comm: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) });
   }
   return found;
 }
