@@ -180,14 +180,15 @@ describe('web console', () => {
       await page.locator('[data-testid="queue-row"][data-lane="platform"]').waitFor();
 
       const call = submit('no');
+      // Settled now: denied, the call throws (it never ran), and its rejection must not go unhandled meanwhile.
+      const outcome = call.result.then(() => 'resolved', (error: unknown) => error);
       const pending = card(page, call.id);
       await pending.getByTestId('deny').click();
       await pending.getByTestId('deny-reason').fill('not during the freeze');
       await pending.getByTestId('deny-confirm').click();
       await page.locator(`[data-testid="approvals-notice"][data-call-id="${call.id}"]`, { hasText: /^Denied: confirm_echo .* is failed/ }).waitFor();
-      const outcome = await call.result;
-      expect(outcome).toMatchObject({ isError: true, error: { code: 'APPROVAL_DENIED' } });
-      expect(outcome.content).toContain('not during the freeze');
+      // Denied, it never ran: the agent's call throws, as a denial at submission does.
+      expect(await outcome).toMatchObject({ code: 'APPROVAL_DENIED', message: expect.stringContaining('not during the freeze') as string });
       expect(await page.getByTestId('approvals-error').isHidden()).toBe(true);
       expect(await page.getByTestId('queues-error').isHidden()).toBe(true);
       expect(problems).toEqual([]);

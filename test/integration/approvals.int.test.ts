@@ -93,14 +93,14 @@ describe('approvals by people', () => {
     expect(await result).toMatchObject({ isError: false, content: 'confirmed' });
   });
 
-  it('tells the waiting agent a denial with its reason; nothing runs', async () => {
+  it('tells the waiting agent a denial with its reason, thrown as a denial at submission is; nothing runs', async () => {
     const id = `deny-${randomUUID()}`;
     const result = agent.call('confirm_echo', { text: 'no' }, { id, timeoutMs: 20_000 });
+    // Settled now, so its rejection is handled before the decision below makes it.
+    const outcome = result.then(() => 'resolved', (error: unknown) => error);
     await pending(id);
     expect(await approver.decide(id, { decision: 'deny', reason: 'not during the freeze' })).toMatchObject({ id, status: 'failed' });
-    const outcome = await result;
-    expect(outcome).toMatchObject({ isError: true, error: { code: 'APPROVAL_DENIED' } });
-    expect(outcome.content).toContain('not during the freeze');
+    expect(await outcome).toMatchObject({ code: 'APPROVAL_DENIED', httpStatus: 403, message: expect.stringContaining('not during the freeze') as string });
     expect(await runs(id)).toBe(0);
   });
 
@@ -109,8 +109,8 @@ describe('approvals by people', () => {
     const hasty = await fleet.dispatcher({ FORGE_DEV_MODE: '0', FORGE_APPROVAL_DEADLINE_MS: '1000' });
     const waiting = new FleetClient({ url: hasty.url, token: await fleet.token({ subject: 'agent-1' }) });
     const id = `expire-${randomUUID()}`;
-    const outcome = await waiting.call('confirm_echo', { text: 'late' }, { id, timeoutMs: 20_000 }).finally(() => waiting.close());
-    expect(outcome).toMatchObject({ isError: true, error: { code: 'EXPIRED' } });
+    // It never ran: thrown, as a refusal is.
+    await expect(waiting.call('confirm_echo', { text: 'late' }, { id, timeoutMs: 20_000 }).finally(() => waiting.close())).rejects.toMatchObject({ code: 'EXPIRED', httpStatus: 410 });
     await expect(approver.decide(id, { decision: 'approve' })).rejects.toMatchObject({ code: 'NOT_AWAITING_APPROVAL', httpStatus: 409 });
     expect(await runs(id)).toBe(0);
   });

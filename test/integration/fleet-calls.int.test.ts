@@ -377,8 +377,9 @@ describe('a busy single-slot worker: queued calls', () => {
     // 1 ms: the deadline has passed long before the slot frees (that takes several round trips).
     expect((await client.submit('count', { n: 1 }, { id, expireAfterMs: 1 })).status).toBe('queued');
     await release();
-    const result = await client.wait(id, { timeoutMs: 10_000 });
-    expect(result).toMatchObject({ isError: true, error: { code: 'EXPIRED' } });
+    // It never ran: FleetClient throws it, as a refusal.
+    await expect(client.wait(id, { timeoutMs: 10_000 })).rejects.toMatchObject({ code: 'EXPIRED', httpStatus: 410 });
+    expect((await client.get(id)).result).toMatchObject({ isError: true, error: { code: 'EXPIRED' } });
     expect(await runs(id)).toBe(0);
   });
 });

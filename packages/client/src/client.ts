@@ -20,6 +20,7 @@ import { randomUUID } from 'node:crypto';
 import { Agent, request } from 'undici';
 import { CallStream, type StreamedCall, type StreamLoss } from './call-stream.js';
 import { errorFrom, errorOfAnswer } from './errors.js';
+import { refusalOf } from './outcome.js';
 
 /** How to reach a dispatcher. */
 export interface FleetClientOptions {
@@ -118,9 +119,11 @@ export interface CallOptions {
 
 /**
  * A client for one dispatcher, several, or a load balancer in front of them.
- * Rejections (bad arguments, denied, out of scope, no worker…) throw a
- * `FleetError` with the server's code; a tool that ran and failed resolves to
- * a result with `isError: true`.
+ * A call whose tool never ran throws a `FleetError` with the server's code —
+ * refused at submission (bad arguments, denied, out of scope, no worker…) or
+ * ended later without running (denied by a person, expired, cancelled) — on
+ * every way calls travel (stream, batch, one request each); a tool that ran
+ * and failed resolves to a result with `isError: true`.
  */
 export class FleetClient {
   readonly #bases: readonly string[];
@@ -161,8 +164,10 @@ export class FleetClient {
   }
 
   /**
-   * Calls a tool and waits for its result.
-   * @throws FleetError with the dispatcher's code when the call is refused; WaitTimeoutError when it does not end in time.
+   * Calls a tool and waits for its result: the tool's own, `isError: true` when it ran and failed.
+   * @throws FleetError with the dispatcher's code when the tool never ran: the call was refused, or ended without
+   *   running (APPROVAL_DENIED by a person, EXPIRED, CANCELLED, NO_WORKER, FORGED_CALL); WaitTimeoutError when it
+   *   does not end in time.
    */
   async call(name: string, args: Record<string, unknown> = {}, options: CallOptions = {}): Promise<ToolResult> {
     const timeoutMs = options.timeoutMs ?? this.#timeoutMs;
@@ -195,7 +200,10 @@ export class FleetClient {
     return CallViewSchema.parse(await this.#send('POST', `/v1/calls${query}`, body, options.signal, true));
   }
 
-  /** Waits for a submitted call's result. @throws WaitTimeoutError */
+  /**
+   * Waits for a submitted call's result, as {@link FleetClient.call} does.
+   * @throws FleetError when the call ended without its tool running (see `call`); WaitTimeoutError
+   */
   async wait(id: string, options: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<ToolResult> {
     const timeoutMs = options.timeoutMs ?? this.#timeoutMs;
     return this.#until(await this.get(id), Date.now() + timeoutMs, timeoutMs, options.signal);
@@ -396,6 +404,9 @@ export class FleetClient {
       throw error;
     }
     if (view.result === undefined) throw new InternalError(`call '${view.id}' ended (${view.status}) without a result`);
+    // Ended without its tool running (denied by a person, expired…): thrown as a refusal at submission is.
+    const refusal = refusalOf(view.result);
+    if (refusal !== undefined) throw refusal;
     return view.result;
   }
 
