@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { descendantsOf, killEach, type ProcessEntry, processTable } from './process-tree.js';
 
-const entry = (pid: number, ppid: number, pgrp = ppid): ProcessEntry => ({ pid, ppid, pgrp, state: 'S', start: String(pid * 10), comm: `p${pid}` });
+const entry = (pid: number, ppid: number, pgrp = ppid): ProcessEntry => ({ pid, ppid, pgrp, session: pgrp, state: 'S', start: String(pid * 10), comm: `p${pid}` });
 
 describe('descendantsOf', () => {
   it('finds children and their children whatever group they are in, and nothing else', () => {
