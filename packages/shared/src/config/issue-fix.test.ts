@@ -57,6 +57,12 @@ describe('issueFix', () => {
     expect(fixes(server({ instances: { m: 1 } }))).toEqual(['Unrecognized key: "m"; remove "m": it is not a field here']);
   });
 
+  it('names the field a misspelt key of a union of maps was likely meant to be ({ fromEvn: PATH } for { fromEnv })', () => {
+    expect(fixes(server({ env: { A: { fromEvn: 'PATH' } } }))).toEqual([expect.stringMatching(/; did you mean "fromEnv"\?$/)]);
+    // No slip of the keyboard: the union's own words stand alone.
+    expect(fixes(server({ env: { A: { somewhere: 'PATH' } } }))[0]).not.toContain(';');
+  });
+
   it('says which value to write, and to add what is missing', () => {
     expect(fixes({ version: 2, servers: {} })).toEqual(['Invalid input: expected 1; write 1']);
     expect(fixes(server({ session: 'solo' }))).toEqual(['Invalid option: expected one of "shared"|"perCaller"; write one of "shared", "perCaller"']);

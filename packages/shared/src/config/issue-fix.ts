@@ -87,6 +87,14 @@ export function issueFix(issue: z.core.$ZodIssue, schema: z.ZodType): string {
     case 'too_small':
     case 'too_big':
       return fixOfBound(issue);
+    case 'invalid_union': {
+      // One of several maps (`{ fromEnv }` or `{ fromFile }`): a key none of them has is named as for one map, when
+      // it is a slip of the keyboard; else the union's own words ("must be a string, { fromEnv } or { fromFile }") say it.
+      const keys = new Set(issue.errors.flat().flatMap((branch) => (branch.code === 'unrecognized_keys' ? branch.keys : [])));
+      const fields = fieldNamesAt(schema, issue.path);
+      const slips = [...keys].map((key) => fixOfKey(key, fields)).filter((fix) => fix.startsWith('did you mean'));
+      return slips.length === 0 ? '' : `; ${slips.join('; ')}`;
+    }
     default:
       return '';
   }
