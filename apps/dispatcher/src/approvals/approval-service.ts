@@ -13,7 +13,7 @@ import {
   ToolNotFoundError,
   validateArguments,
 } from '@forge-fleet/shared';
-import type { CallRecord, CallStore, TierQueues } from '@forge-fleet/store';
+import { type CallRecord, type CallStore, parseLane, type TierQueues } from '@forge-fleet/store';
 import type { Logger } from 'pino';
 import { type Caller, requireRole } from '../auth/authenticator.js';
 import type { DecisionAudit } from '../audit/decisions.js';
@@ -141,7 +141,7 @@ export class ApprovalService {
     const route = d.router.route(record.name);
     if (route === undefined) {
       // Approved, but nobody can run it now: end it as such rather than park it on a queue no worker reads.
-      const result = errorResult(envelope.call, new NoWorkerError(record.name, record.lane));
+      const result = errorResult(envelope.call, new NoWorkerError(record.name, record.lane, { lane: parseLane(record.lane) }));
       if (await d.store.end(record.lane, id, 'failed', result, { onlyFrom: 'queued' })) this.#audit(record, by, { decision: 'failed', code: 'NO_WORKER', arguments: original });
       return { id, status: 'failed', result };
     }

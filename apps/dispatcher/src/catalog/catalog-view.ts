@@ -1,5 +1,5 @@
 import { FreshRun, isFleetError, laneOf, LoopSlice, NoWorkerError, parseToolDefinition, RegistryError, TIERS, type FleetError, type ToolDefinition, ToolNotFoundError } from '@forge-fleet/shared';
-import { type Catalog, type CatalogSnapshot, laneQueueName, type PackEntry, type RedisConnection } from '@forge-fleet/store';
+import { type Catalog, type CatalogSnapshot, laneQueueName, type PackEntry, parseLane, type RedisConnection } from '@forge-fleet/store';
 import type { Logger } from 'pino';
 
 interface Entry {
@@ -180,9 +180,9 @@ export class CatalogView {
     const refused = this.#refused.get(name);
     if (entry === undefined && refused !== undefined) throw refused.error;
     if (entry === undefined) {
-      throw new ToolNotFoundError(name, { known: this.list().map((d) => d.name), remedy: 'no worker has announced it — check the name, or start a worker whose tools module defines it' });
+      throw new ToolNotFoundError(name, { known: this.list().map((d) => d.name), remedy: "no worker has announced it — check the name, or start a worker whose tools module defines it (--tools) or whose servers file places in its lane a server that lists it (--mcp)" });
     }
-    if (entry.liveWorkers === 0) throw new NoWorkerError(name, laneQueueName(this.prefix, entry.lane));
+    if (entry.liveWorkers === 0) throw new NoWorkerError(name, laneQueueName(this.prefix, entry.lane), { lane: parseLane(entry.lane) });
     return entry.definition;
   }
 

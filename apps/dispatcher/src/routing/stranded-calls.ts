@@ -1,5 +1,5 @@
 import { errorResult, NoWorkerError, WorkerLostError, type CallEnvelope } from '@forge-fleet/shared';
-import type { CallStore, CatalogSnapshot, PackEntry, TierQueues } from '@forge-fleet/store';
+import { type CallStore, type CatalogSnapshot, type PackEntry, parseLane, type TierQueues } from '@forge-fleet/store';
 import type { Logger } from 'pino';
 import type { DecisionAudit } from '../audit/decisions.js';
 import type { PackRouter } from './pack-router.js';
@@ -75,7 +75,7 @@ export class StrandedCalls {
       log.info({ to: route.queue, status: record.status }, 'call re-homed from a pack without live workers');
       return;
     }
-    const error = record.status === 'running' ? new WorkerLostError(name, 'lock_expired', { detail: 'its worker stopped and no other live worker serves the tool' }) : new NoWorkerError(name, from.queue, { runs: record.starts });
+    const error = record.status === 'running' ? new WorkerLostError(name, 'lock_expired', { detail: 'its worker stopped and no other live worker serves the tool' }) : new NoWorkerError(name, from.queue, { runs: record.starts, lane: parseLane(from.lane) });
     if (await d.store.end(from.lane, id, 'failed', errorResult(envelope.call, error), { onlyFrom: record.status })) {
       d.audit.write({ decision: 'failed', code: error.code, callId: id, tool: name, ...(envelope.caller === undefined ? {} : { caller: envelope.caller }) });
       log.warn({ code: error.code }, 'call ended: its pack lost its workers and no other live worker serves the tool');

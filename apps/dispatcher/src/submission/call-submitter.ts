@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { BadRequestError, type CallEnvelope, type CallView, errorResult, IdempotencyConflictError, InternalError, isFleetError, laneOf, lazyChild, NoWorkerError, type SubmitCallRequest, type ToolCall } from '@forge-fleet/shared';
-import { type CallRecord, type CallStore, laneQueueName, requestHash, type Submitted, type TierQueues, type FleetKeys } from '@forge-fleet/store';
+import { type CallRecord, type CallStore, laneQueueName, parseLane, requestHash, type Submitted, type TierQueues, type FleetKeys } from '@forge-fleet/store';
 import type { TraceCarrier } from '@forge-fleet/telemetry';
 import type { Logger } from 'pino';
 import type { Admitted } from '../admission/call-admission.js';
@@ -123,7 +123,7 @@ export class CallSubmitter {
     const listening = d.answers.listen(call.id, s.waitMs, s.signal);
     const noWorker = async (): Promise<never> => {
       listening?.stop();
-      const error = new NoWorkerError(call.name, laneQueueName(d.keys.prefix, lane));
+      const error = new NoWorkerError(call.name, laneQueueName(d.keys.prefix, lane), { lane: parseLane(lane) });
       await d.audit.rejectedCall(caller, call.id, call.name, error, definition.tier);
       throw error;
     };

@@ -1,4 +1,4 @@
-import { parseToolDefinition, type Tool } from '@forge-fleet/shared';
+import { parseToolDefinition, RegistryError, type Tool } from '@forge-fleet/shared';
 import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { RETOOL_MIN_INTERVAL_MS, ServingPool } from './serving-pool.js';
@@ -66,4 +66,31 @@ describe('ServingPool', () => {
     await waiting;
     expect(generations).toEqual([['a'], ['b']]);
   });
+
+  it('serves its previous set again when another worker holds the old definition of a tool whose definition changed here', async () => {
+    const generations: string[][] = [];
+    const stopped: string[] = [];
+    // Another worker serves `a` as it was: every generation holding the changed `a` is refused, as the catalog refuses it.
+    const make = (tools: readonly Tool[], id: string): WorkerPool => {
+      generations.push(tools.map((t) => `${t.definition.name}:${t.definition.description}`));
+      const refused = tools.some((t) => t.definition.description === 'changed');
+      return {
+        id,
+        ready: true,
+        start: () => (refused ? Promise.reject(new RegistryError("tool 'a' is served by another worker with another definition")) : Promise.resolve()),
+        stop: () => (stopped.push(id), Promise.resolve()),
+      } as unknown as WorkerPool;
+    };
+    const pool = new ServingPool({ make, id: 'w', shutdownGraceMs: 1000, log: pino({ level: 'silent' }) });
+    const before = toolsNamed('a', 'b');
+    await pool.start(before);
+    const changed = [{ ...before[0]!, definition: { ...before[0]!.definition, description: 'changed' } }, before[1]!];
+    await expect(pool.retool(changed)).rejects.toBeInstanceOf(RegistryError);
+    // The old generation stepped aside for the new one (its own `a` would have clashed), the new one was refused
+    // too, and the previous set serves again: the worker never ends up serving nothing.
+    expect(generations).toEqual([['a:a', 'b:b'], ['a:changed', 'b:b'], ['a:changed', 'b:b'], ['a:a', 'b:b']]);
+    expect(pool.tools).toBe(before);
+    expect(pool.ready).toBe(true);
+  });
 });
+

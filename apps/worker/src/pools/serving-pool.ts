@@ -135,7 +135,18 @@ export class ServingPool {
       this.#current = undefined;
       this.#currentTools = [];
       next = this.#make(tools, `${id}b`);
-      await next.start();
+      try {
+        await next.start();
+      } catch (again) {
+        await next.stop({ graceMs: 0 }).catch(() => undefined);
+        // Refused again: another worker still serves the tool as it was, and a definition is the fleet's, not one
+        // worker's. This worker serves its previous set again, rather than nothing, until the change can be served.
+        const previous = this.#make(oldTools, `${id}c`);
+        await previous.start();
+        this.#current = previous;
+        this.#currentTools = oldTools;
+        throw again;
+      }
       this.#current = next;
       this.#currentTools = tools;
       return;

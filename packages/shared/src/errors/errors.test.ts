@@ -203,6 +203,14 @@ describe('NoWorkerError', () => {
     expect(error.details).toEqual({ toolName: 'files.read', queue: '{forge.platform}' });
   });
 
+  it('gives the command line of the worker to start, with its tier and pool, when it knows them', () => {
+    const error = new NoWorkerError('qb.hostonly', '{forge.host.p3}', { lane: { tier: 'host', pool: 'p3' } });
+    expect(error.message).toContain('forge-worker --tier host --pool p3 --tools <module>');
+    expect(error.message).toContain('--mcp <servers file>');
+    expect(error.message).toContain("the worker's /readyz");
+    expect(new NoWorkerError('files.read', '{forge.platform}', { lane: { tier: 'platform' } }).message).toContain('forge-worker --tier platform --tools <module>');
+  });
+
   it('says a call that had run before (a retry waiting as its last worker went) may have taken effect, and counts its runs', () => {
     const error = new NoWorkerError('rp.crash', '{forge.host}', { runs: 2 });
     expect(error.message).toContain('it had already run 2 times, and whether that took effect is unknown; check before calling it again');

@@ -277,9 +277,11 @@ export class NoWorkerError extends FleetError {
   constructor(
     readonly toolName: string,
     readonly queue: string,
-    options: { readonly runs?: number } = {},
+    options: { readonly runs?: number; readonly lane?: { readonly tier: string; readonly pool?: string | undefined } | undefined } = {},
   ) {
-    const start = "a worker of its tier that serves it (`forge-worker --tools <module>`, or `--mcp <servers file>` for an MCP server's tool, whose server must list it)";
+    const { lane } = options;
+    const worker = lane === undefined ? 'forge-worker' : `forge-worker --tier ${lane.tier}${lane.pool === undefined ? '' : ` --pool ${lane.pool}`}`;
+    const start = `a worker of its ${lane === undefined ? 'tier' : lane.pool === undefined ? `tier (${lane.tier})` : `tier and pool (${lane.tier}, ${lane.pool})`} that serves it (\`${worker} --tools <module>\`, or \`--mcp <servers file>\` for an MCP server's tool, whose server must be up and list it: the worker's /readyz says)`;
     const runs = options.runs ?? 0;
     super(
       runs > 0
