@@ -97,6 +97,15 @@ describe('forge-worker --mcp', () => {
     expect(pending.deadline - pending.createdAt).toBe(123_456);
   });
 
+  it('takes, by default, only the calls its servers can run at once (instances.max × callsPerInstance), so the rest wait in the queue for any worker', async () => {
+    const file = serversFile({ everything: everything({ instances: { min: 1, max: 2 }, callsPerInstance: 3 }), other: everything({ prefix: 'ev2', callsPerInstance: 4 }) });
+    const defaulted = await t.fleet.worker({ tier: 'host', tools: false, mcp: file, concurrency: 'default' });
+    expect(defaulted.output()).toMatch(/"concurrency":10\b/);
+    // Said on the command line, it stands.
+    const told = await t.fleet.worker({ tier: 'host', tools: false, mcp: file, concurrency: 32 });
+    expect(told.output()).toMatch(/"concurrency":32\b/);
+  });
+
   it('leaves out the tools of a server that cannot start, serves the others, and /readyz names the one that is down', async () => {
     const port = await freePort();
     const file = serversFile({

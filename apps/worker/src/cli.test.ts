@@ -6,7 +6,7 @@ import { selectTools } from './tools/load.js';
 
 describe('forge-worker command line and environment', () => {
   it('parses the documented flags with defaults', () => {
-    expect(parseWorkerArgs(['--tier', 'platform', '--tools', 'x.ts'])).toEqual({ tier: 'platform', tools: 'x.ts', concurrency: 16, 'strict-sandbox': false });
+    expect(parseWorkerArgs(['--tier', 'platform', '--tools', 'x.ts'])).toEqual({ tier: 'platform', tools: 'x.ts', 'strict-sandbox': false });
     expect(parseWorkerArgs(['--tier', 'platform', '--tools', 'x.ts', '--strict-sandbox'])['strict-sandbox']).toBe(true);
     expect(parseWorkerArgs(['--tier', 'platform', '--tools', 'x.ts', '--sandbox-isolation', 'call'])['sandbox-isolation']).toBe('call');
     expect(parseWorkerArgs(['--tier', 'host', '--pool', 'gh', '--mcp', 'servers.yaml'])).toMatchObject({ tier: 'host', pool: 'gh', mcp: 'servers.yaml' });

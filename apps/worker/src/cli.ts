@@ -2,6 +2,9 @@ import { parseArgs } from 'node:util';
 import { ConfigInvalidError, PoolName, ProcessIsolation, TierInput } from '@forge-fleet/shared';
 import { z } from 'zod';
 
+/** Calls a worker runs at once when `--concurrency` is not given (and it serves a tools module). */
+export const DEFAULT_CONCURRENCY = 16;
+
 export const USAGE = 'usage: forge-worker --tier <platform|embedded|host> [--pool NAME] (--tools <module> | --mcp <servers.yaml> | both) [--pack NAME] [--concurrency N] [--id ID] [--strict-sandbox] [--sandbox-isolation caller|call]';
 
 /** The worker's command line. */
@@ -17,8 +20,11 @@ export const WorkerArgs = z.object({
    * autoscaler watching it). Every worker of a named pack must serve the same tools. @defaultValue a hash of its tools
    */
   pack: PoolName.optional(),
-  /** Calls run at once by this process. @defaultValue 16 */
-  concurrency: z.coerce.number().int().positive().max(10_000).default(16),
+  /**
+   * Calls run at once by this process. @defaultValue 16; for a worker of `--mcp` alone, the calls its servers can
+   * run at once (each one's `instances.max` × `callsPerInstance`, summed)
+   */
+  concurrency: z.coerce.number().int().positive().max(10_000).optional(),
   /** @defaultValue `<hostname>-<pid>-<random>` */
   id: z.string().regex(/^[A-Za-z0-9_.-]{1,100}$/).optional(),
   /** Refuse to start with any sandbox isolation layer missing (see FORGE_STRICT_SANDBOX). */

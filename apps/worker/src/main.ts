@@ -7,7 +7,7 @@ import { availableParallelism, hostname } from 'node:os';
 import { ConfigInvalidError, isFleetError, runMain, secretFromEnv, type Tool } from '@forge-fleet/shared';
 import { FleetMetrics, type MetricsServer, serveMetrics, setupTracing, ToolTracer } from '@forge-fleet/telemetry';
 import { pino } from 'pino';
-import { parseWorkerArgs, USAGE } from './cli.js';
+import { DEFAULT_CONCURRENCY, parseWorkerArgs, USAGE } from './cli.js';
 import { parseWorkerEnv } from './env.js';
 import type { WorkerServers } from './mcp-servers/worker-servers.js';
 import { ServingPool } from './pools/serving-pool.js';
@@ -75,6 +75,8 @@ runMain('forge-worker', async () => {
   } else if (args.tier !== 'host' && boxed.length > 0) {
     log.warn('FORGE_SANDBOX=off: platform/embedded handlers run inside the worker process (development only)');
   }
+  // Set once the servers are known (below): a worker of MCP servers alone takes only the calls they can run at once.
+  let concurrency = args.concurrency ?? DEFAULT_CONCURRENCY;
   const makePool = (served: readonly Tool[], id: string): WorkerPool =>
     new WorkerPool({
       redis: env.REDIS_URL,
@@ -83,7 +85,7 @@ runMain('forge-worker', async () => {
       pool: args.pool,
       pack: args.pack,
       tools: served,
-      concurrency: args.concurrency,
+      concurrency,
       lockDurationMs: env.FORGE_LOCK_DURATION_MS,
       leaseMs: env.FORGE_LEASE_MS,
       keyCheckWaitMs: env.FORGE_KEY_CHECK_WAIT_MS,
@@ -125,6 +127,9 @@ runMain('forge-worker', async () => {
           log,
         });
   const moduleTools = tools;
+  // Calls past what its servers can run at once would wait inside this worker for an instance, counted as started
+  // here: lost with it if it dies (WORKER_LOST, though they never reached the server), and kept from an idle worker.
+  if (args.concurrency === undefined && moduleTools.length === 0 && servers !== undefined) concurrency = Math.max(1, servers.callSlots());
   const served = (): Tool[] => {
     const own = new Set(moduleTools.map((t) => t.definition.name));
     const fromServers = servers?.tools() ?? [];

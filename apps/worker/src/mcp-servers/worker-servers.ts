@@ -153,6 +153,17 @@ export class WorkerServers extends EventEmitter<WorkerServersEvents> {
     }));
   }
 
+  /**
+   * How many calls this worker's servers can run at once: each server's
+   * `instances.max` × `callsPerInstance`, summed. A worker that serves only
+   * servers takes no more calls than this by default (see main.ts), so that
+   * calls beyond it wait in the queue, where any worker can take them, not
+   * inside this worker for an instance, counted as started there.
+   */
+  callSlots(): number {
+    return this.#served.reduce((sum, s) => sum + s.config.instances.max * s.config.callsPerInstance, 0);
+  }
+
   /** Closes every pool: each kills the processes it started (or ends its HTTP sessions). */
   async close(): Promise<void> {
     this.#closed = true;
