@@ -5,6 +5,9 @@ import { z } from 'zod';
 /** Calls a worker runs at once when `--concurrency` is not given (and it serves a tools module). */
 export const DEFAULT_CONCURRENCY = 16;
 
+/** The most calls one worker may run at once. */
+export const MAX_CONCURRENCY = 10_000;
+
 export const USAGE = 'usage: forge-worker --tier <platform|embedded|host> [--pool NAME] (--tools <module> | --mcp <servers.yaml> | both) [--pack NAME] [--concurrency N] [--id ID] [--strict-sandbox] [--sandbox-isolation caller|call]';
 
 /** The worker's command line. */
@@ -24,7 +27,7 @@ export const WorkerArgs = z.object({
    * Calls run at once by this process. @defaultValue 16; for a worker of `--mcp` alone, the calls its servers can
    * run at once (each one's `instances.max` × `callsPerInstance`, summed)
    */
-  concurrency: z.coerce.number().int().positive().max(10_000).optional(),
+  concurrency: z.coerce.number().int().positive().max(MAX_CONCURRENCY).optional(),
   /** @defaultValue `<hostname>-<pid>-<random>` */
   id: z.string().regex(/^[A-Za-z0-9_.-]{1,100}$/).optional(),
   /** Refuse to start with any sandbox isolation layer missing (see FORGE_STRICT_SANDBOX). */

@@ -7,7 +7,7 @@ import { availableParallelism, hostname } from 'node:os';
 import { ConfigInvalidError, isFleetError, runMain, secretFromEnv, type Tool } from '@forge-fleet/shared';
 import { FleetMetrics, type MetricsServer, serveMetrics, setupTracing, ToolTracer } from '@forge-fleet/telemetry';
 import { pino } from 'pino';
-import { DEFAULT_CONCURRENCY, parseWorkerArgs, USAGE } from './cli.js';
+import { DEFAULT_CONCURRENCY, MAX_CONCURRENCY, parseWorkerArgs, USAGE } from './cli.js';
 import { parseWorkerEnv } from './env.js';
 import type { WorkerServers } from './mcp-servers/worker-servers.js';
 import { ServingPool } from './pools/serving-pool.js';
@@ -129,7 +129,7 @@ runMain('forge-worker', async () => {
   const moduleTools = tools;
   // Calls past what its servers can run at once would wait inside this worker for an instance, counted as started
   // here: lost with it if it dies (WORKER_LOST, though they never reached the server), and kept from an idle worker.
-  if (args.concurrency === undefined && moduleTools.length === 0 && servers !== undefined) concurrency = Math.max(1, servers.callSlots());
+  if (args.concurrency === undefined && moduleTools.length === 0 && servers !== undefined) concurrency = Math.min(MAX_CONCURRENCY, Math.max(1, servers.callSlots()));
   const served = (): Tool[] => {
     const own = new Set(moduleTools.map((t) => t.definition.name));
     const fromServers = servers?.tools() ?? [];
