@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -53,6 +53,17 @@ describe('FleetClient batch answers', () => {
   });
 });
 
+/** Calls `handle` with each non-empty line of a request's NDJSON body, as it arrives. */
+function eachLine(req: IncomingMessage, handle: (line: string) => void): void {
+  let buffered = '';
+  req.on('data', (d: Buffer) => {
+    buffered += d.toString();
+    const lines = buffered.split('\n');
+    buffered = lines.pop()!;
+    for (const line of lines.filter(Boolean)) handle(line);
+  });
+}
+
 /**
  * A stand-in dispatcher whose call streams answer each call at once and then
  * stay open for ever (a real one ends a stream once the client ends its body):
@@ -69,15 +80,9 @@ async function streamNeverEnding(): Promise<{ server: Server; streams: () => num
     res.once('close', () => closed());
     res.writeHead(200, { 'content-type': 'application/x-ndjson' });
     res.write('\n');
-    let buffered = '';
-    req.on('data', (d: Buffer) => {
-      buffered += d.toString();
-      const lines = buffered.split('\n');
-      buffered = lines.pop()!;
-      for (const line of lines.filter(Boolean)) {
-        const { id, name } = JSON.parse(line) as { id: string; name: string };
-        res.write(`${JSON.stringify({ id, status: 'completed', result: { toolCallId: id, name, content: 'done', isError: false } })}\n`);
-      }
+    eachLine(req, (line) => {
+      const { id, name } = JSON.parse(line) as { id: string; name: string };
+      res.write(`${JSON.stringify({ id, status: 'completed', result: { toolCallId: id, name, content: 'done', isError: false } })}\n`);
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -170,13 +175,7 @@ async function endingDispatcher(): Promise<Server> {
     if (url.pathname === '/v1/calls/stream') {
       res.writeHead(200, { 'content-type': 'application/x-ndjson' });
       res.write('\n');
-      let buffered = '';
-      req.on('data', (d: Buffer) => {
-        buffered += d.toString();
-        const lines = buffered.split('\n');
-        buffered = lines.pop()!;
-        for (const line of lines.filter(Boolean)) res.write(`${JSON.stringify(viewOf(JSON.parse(line) as { id: string; name: string }))}\n`);
-      });
+      eachLine(req, (line) => res.write(`${JSON.stringify(viewOf(JSON.parse(line) as { id: string; name: string }))}\n`));
       req.on('end', () => res.end());
       return;
     }
