@@ -106,35 +106,18 @@ export function descriptorsOf(pid: number, fds: readonly number[]): Set<string> 
  */
 export function holdersOf(targets: ReadonlySet<string>, except: number): ProcessEntry[] {
   if (targets.size === 0) return [];
-  const holders = new Set<number>();
-  let names: string[];
+  return readTable().filter((entry) => entry.pid !== except && holdsAny(entry.pid, targets));
+}
+
+/** Whether process `pid` holds a descriptor of one of `targets`; false for one whose descriptors cannot be read. */
+function holdsAny(pid: number, targets: ReadonlySet<string>): boolean {
+  let fds: string[];
   try {
-    names = readdirSync('/proc');
+    fds = readdirSync(`/proc/${pid}/fd`);
   } catch {
-    return [];
+    return false;
   }
-  for (const name of names) {
-    if (!/^\d+$/.test(name) || Number(name) === except) continue;
-    let fds: string[];
-    try {
-      fds = readdirSync(`/proc/${name}/fd`);
-    } catch {
-      continue;
-    }
-    for (const fd of fds) {
-      let target: string;
-      try {
-        target = readlinkSync(`/proc/${name}/fd/${fd}`);
-      } catch {
-        continue;
-      }
-      if (targets.has(target)) {
-        holders.add(Number(name));
-        break;
-      }
-    }
-  }
-  return readTable().filter((entry) => holders.has(entry.pid));
+  return [...descriptorsOf(pid, fds.map(Number))].some((target) => targets.has(target));
 }
 
 function readTable(): ProcessEntry[] {

@@ -305,7 +305,8 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
   /** What of `err` may travel as a fleet error's `cause` (logged with it): an error whose text holds a secret, retold without it. */
   protected causeOf(err: unknown): unknown {
     const text = err instanceof Error ? err.message : String(err);
-    return this.secrets.some((secret) => text.includes(secret)) ? new Error(this.describe(err)) : err;
+    const shown = redactSecrets(text, this.secrets);
+    return shown === text ? err : new Error(shown);
   }
 
   /** Marks the instance ended, once, and tells the `exit` listeners. */
