@@ -138,6 +138,37 @@ describe('a pool of MCP server instances', () => {
     expect(pool.status().instances).toHaveLength(2);
   });
 
+  it('holds a reserved slot for its call: others wait behind it, a release or the call frees it, a stopped wait rejects', async () => {
+    const pool = track(new McpServerPool({ server: 'everything', launch: everything, instances: { min: 1, max: 1, callsPerInstance: 1 } }, tools));
+    await pool.start();
+    const held = await pool.reserve(undefined, 'everything.echo');
+    expect(pool.status().instances[0]?.inFlight).toBe(1);
+    // The one slot is held: a second reservation waits, and a stopped wait fails as a cancel, leaving the slot alone.
+    let stopWait!: (reason: unknown) => void;
+    const second = pool.reserve(undefined, 'everything.echo', (cancel) => (stopWait = cancel));
+    expect(pool.status().waiting).toBe(1);
+    stopWait('the worker hands the call back');
+    expect(await failureOf(second)).toMatchObject({ code: 'CANCELLED' });
+    expect(pool.status()).toMatchObject({ waiting: 0, instances: [{ inFlight: 1 }] });
+    // A release gives the slot to the next in line; a second release does not free it twice.
+    const third = pool.reserve(undefined, 'everything.echo');
+    held.release();
+    held.release();
+    const slot = await third;
+    expect(pool.status().instances[0]?.inFlight).toBe(1);
+    // The call runs on its reserved slot (no second slot is taken), frees it when done, and the slot's release is then a no-op.
+    expect(textOf(await pool.call({ tool: 'echo', arguments: { message: 'on my slot' } }, slot))).toBe('Echo: on my slot');
+    slot.release();
+    expect(pool.status().instances[0]?.inFlight).toBe(0);
+    // A slot whose instance died before its call ran is given back, and the call gets a slot of the replacement.
+    const orphan = await pool.reserve(undefined, 'everything.echo');
+    const [pid] = pidsOf(pool);
+    process.kill(pid!, 'SIGKILL');
+    await vi.waitFor(() => expect(pidsOf(pool).filter((p) => p !== pid)).toHaveLength(1), WAIT);
+    expect(textOf(await pool.call({ tool: 'echo', arguments: { message: 'after' } }, orphan))).toBe('Echo: after');
+    expect(pool.status().instances[0]?.inFlight).toBe(0);
+  });
+
   it('fails a call whose instance is killed with a typed error, and replaces the instance', async () => {
     const pool = track(new McpServerPool({ server: 'everything', launch: everything, instances: { min: 1, max: 1 }, restart: { initialDelayMs: 10 } }, tools));
     await pool.start();

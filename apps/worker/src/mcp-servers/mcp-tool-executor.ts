@@ -2,7 +2,8 @@ import { type BlocksResult, blocksResult, ExecutionFailedError, isFleetError, Mc
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
 import { BIND_CALLER, type CallerBoundExecutor } from '../tools/caller-executor.js';
-import type { McpServerPool } from './server-pool.js';
+import { RESERVE_SLOT, type ReservedRun, type SlotReservingExecutor } from '../tools/slot-reserve.js';
+import type { McpPoolSlot, McpServerPool } from './server-pool.js';
 
 /** What a fleet tool needs to know of the server tool behind it. */
 export interface McpToolTarget {
@@ -27,9 +28,11 @@ export interface McpToolTarget {
  * text as `content`, and `structuredContent`.
  *
  * Binds the caller (see caller-executor.ts): a `perCaller` server keeps each
- * caller's calls on an instance of that caller's.
+ * caller's calls on an instance of that caller's. Reserves a slot on the pool
+ * before the call's start step (see slot-reserve.ts), so a call waits for an
+ * instance while it is still `queued`.
  */
-export class McpToolExecutor implements CallerBoundExecutor {
+export class McpToolExecutor implements CallerBoundExecutor, SlotReservingExecutor {
   constructor(
     /** The fleet's name of the tool (`prefix.tool`). */
     readonly name: string,
@@ -37,6 +40,8 @@ export class McpToolExecutor implements CallerBoundExecutor {
     private readonly pool: McpServerPool,
     private readonly log: Pick<Logger, 'warn'>,
     private readonly caller: string | undefined = undefined,
+    /** A slot reserved for the one call this executor runs. */
+    private readonly slot: McpPoolSlot | undefined = undefined,
   ) {}
 
   /** Whether the server tool is called as a task: part of what a listing decides, beside the definition. */
@@ -46,6 +51,12 @@ export class McpToolExecutor implements CallerBoundExecutor {
 
   [BIND_CALLER](caller: string | undefined): ToolExecutor {
     return caller === this.caller ? this : new McpToolExecutor(this.name, this.target, this.pool, this.log, caller);
+  }
+
+  async [RESERVE_SLOT](caller: string | undefined, onCancellable: (cancel: (reason: unknown) => void) => void): Promise<ReservedRun> {
+    // The session a call runs in is the one its slot was reserved on: anonymous callers share the one named for no one.
+    const slot = await this.pool.reserve(this.pool.options.session === 'perCaller' ? (caller ?? '') : undefined, this.name, onCancellable);
+    return { executor: new McpToolExecutor(this.name, this.target, this.pool, this.log, caller, slot), release: () => slot.release() };
   }
 
   async execute(call: ToolCall, ctx: ToolContext): Promise<ToolResult> {
@@ -69,7 +80,7 @@ export class McpToolExecutor implements CallerBoundExecutor {
         ...(this.target.timeoutMs === undefined ? {} : { timeoutMs: this.target.timeoutMs }),
         ...(this.target.asTask === true ? { asTask: true } : {}),
         label: this.name,
-      });
+      }, this.slot);
     } catch (err) {
       throw this.#forCaller(err);
     }

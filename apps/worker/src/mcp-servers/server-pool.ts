@@ -178,11 +178,11 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
    * @throws UnavailableError when the pool is stopped or closed.
    * @throws BadRequestError when a `perCaller` call has no caller.
    */
-  async call(call: McpPoolCall): Promise<CallToolResult> {
+  async call(call: McpPoolCall, slot?: McpPoolSlot): Promise<CallToolResult> {
     if (this.options.session === 'perCaller' && call.caller === undefined) {
       throw new BadRequestError(`MCP server '${this.options.server}' keeps a session per caller, and this call names no caller`, { server: this.options.server });
     }
-    const entry = await this.#acquire(this.options.session === 'perCaller' ? call.caller : undefined, false, call.signal, call.label ?? call.tool);
+    const entry = this.#takeReserved(slot) ?? (await this.#acquire(this.options.session === 'perCaller' ? call.caller : undefined, false, call.signal, call.label ?? call.tool));
     try {
       return await entry.instance.callTool(call.tool, call.arguments, {
         timeoutMs: call.timeoutMs ?? this.options.callTimeoutMs,
@@ -199,6 +199,19 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
     } finally {
       this.#release(entry);
     }
+  }
+
+  /**
+   * Waits for a slot for a call that has not started yet, and holds it until the call runs on it
+   * ({@link call} with the slot) or it is given back (`release`). In `perCaller` mode the slot is on `caller`'s
+   * own instance. `onCancellable` is handed the way to stop the wait; the promise then rejects with
+   * CancelledError. See tools/slot-reserve.ts for why a call waits before its start step.
+   *
+   * @throws UnavailableError when the pool is stopped or closed.
+   */
+  async reserve(caller: string | undefined, what: string, onCancellable?: (cancel: (reason: unknown) => void) => void): Promise<McpPoolSlot> {
+    const entry = await this.#acquire(this.options.session === 'perCaller' ? caller : undefined, false, undefined, what, onCancellable);
+    return new ReservedSlot(this, entry, () => this.#release(entry));
   }
 
   /** What the pool is doing now. */
@@ -227,14 +240,27 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
     return this.#entries.size + this.#starting.size;
   }
 
-  #acquire(caller: string | undefined, anyInstance: boolean, signal: AbortSignal | undefined, what: string): Promise<Entry> {
+  /** The entry of a slot reserved for this call, if it is still fit to run it; a slot of a dead instance is given back. */
+  #takeReserved(slot: McpPoolSlot | undefined): Entry | undefined {
+    if (!(slot instanceof ReservedSlot) || slot.pool !== this || !slot.take()) return undefined;
+    const { entry } = slot;
+    if (!entry.retiring && entry.instance.alive) return entry;
+    this.#release(entry);
+    return undefined;
+  }
+
+  #acquire(caller: string | undefined, anyInstance: boolean, signal: AbortSignal | undefined, what: string, onCancellable?: (cancel: (reason: unknown) => void) => void): Promise<Entry> {
     if (this.#state !== 'running') return Promise.reject(this.#notRunning());
     if (signal?.aborted === true) return Promise.reject(new CancelledError(what, reasonText(signal.reason)));
     return new Promise<Entry>((resolve, reject) => {
-      const onAbort = (): void => {
+      const cancel = (reason: unknown): void => {
+        // Once given a slot (or failed), the waiter is no longer waiting: nothing to stop.
+        if (!this.#waiters.includes(waiter)) return;
         this.#waiters = this.#waiters.filter((w) => w !== waiter);
-        reject(new CancelledError(what, reasonText(signal?.reason)));
+        signal?.removeEventListener('abort', onAbort);
+        reject(new CancelledError(what, reasonText(reason)));
       };
+      const onAbort = (): void => cancel(signal?.reason);
       const waiter: Waiter = {
         caller,
         anyInstance,
@@ -249,6 +275,7 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
       };
       signal?.addEventListener('abort', onAbort, { once: true });
       this.#waiters.push(waiter);
+      onCancellable?.(cancel);
       this.#dispatch();
     });
   }
@@ -455,6 +482,33 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
       this.#toolsChangedTimer = undefined;
       if (this.#state === 'running') this.emit('toolsChanged');
     }, TOOLS_CHANGED_COALESCE_MS);
+  }
+}
+
+/** A slot held for a call that has not started yet (see {@link McpServerPool.reserve}). */
+export interface McpPoolSlot {
+  /** Gives the slot back, unless its call took it; a second release is a no-op. */
+  release(): void;
+}
+
+class ReservedSlot implements McpPoolSlot {
+  #done = false;
+
+  constructor(
+    readonly pool: McpServerPool,
+    readonly entry: Entry,
+    private readonly giveBack: () => void,
+  ) {}
+
+  /** The call takes the slot: true the first time, if it was not given back. */
+  take(): boolean {
+    if (this.#done) return false;
+    this.#done = true;
+    return true;
+  }
+
+  release(): void {
+    if (this.take()) this.giveBack();
   }
 }
 

@@ -202,7 +202,8 @@ export class WorkerPool {
 
   /**
    * Stops taking calls, gives up the catalog leases (dispatchers re-home what
-   * its pack's queue still holds if it was the pack's last worker), lets
+   * its pack's queue still holds if it was the pack's last worker), hands
+   * calls still waiting for a slot back to the queue, lets
    * active calls finish for the grace period, then aborts the rest (retryable
    * ones go back to the queue; others end with WORKER_LOST) and closes.
    *
@@ -215,6 +216,8 @@ export class WorkerPool {
     clearInterval(this.#leaseTimer);
     const running = this.#running;
     await running?.catalog.withdraw(this.lane, this.id, [...this.#tools.values()].map((t) => t.definition), o.pack).catch(() => undefined);
+    // Calls waiting here for a slot have not started: they go back to the queue now, for the pack's other workers.
+    running?.runner.handBackWaiting();
     const closing = this.#worker?.close();
     const grace = setTimeout(() => {
       const active = running?.runner.active ?? new Map<string, ActiveRun>();

@@ -24,6 +24,7 @@ import type { Queue } from 'bullmq';
 import type { Logger } from 'pino';
 import type { CallAnswers } from '../answer/call-answers.js';
 import { executorForCaller } from '../tools/caller-executor.js';
+import { type ReservedRun, type ReserveSlot, slotReserverOf } from '../tools/slot-reserve.js';
 import { ActiveRun } from './active-run.js';
 import { durableStep } from './durable-step.js';
 import { afterLostRun, afterRun, mayRun, type RunFacts } from './retry-policy.js';
@@ -84,14 +85,30 @@ export class CallRunner {
   readonly #d: CallRunnerDeps;
   /** Calls running here, by id: each with the way to stop it. */
   readonly active = new Map<string, ActiveRun>();
+  /** Calls waiting for a slot of their tool's (see slot-reserve.ts), not started yet: each with the way to stop the wait. */
+  readonly #reserving = new Map<string, ActiveRun>();
+  /** Shutting down: a call still waiting for a slot goes back to the queue. */
+  #handingBack = false;
 
   constructor(deps: CallRunnerDeps) {
     this.#d = deps;
   }
 
-  /** Stops a running call (a caller's cancellation, a shutdown's WorkerLostError). */
+  /** Stops a running call (a caller's cancellation, a shutdown's WorkerLostError), or a call's wait for a slot. */
   stop(callId: string, reason: unknown): void {
     this.active.get(callId)?.stop(reason);
+    // A cancelled wait goes on to the start step, which finds the call cancelled and says so.
+    this.#reserving.get(callId)?.stop(reason);
+  }
+
+  /**
+   * A shutdown: every call still waiting for a slot, and every one that would
+   * wait from now on, goes back to the queue for another worker. None of them
+   * has started, so none is lost with this worker.
+   */
+  handBackWaiting(): void {
+    this.#handingBack = true;
+    for (const waiting of this.#reserving.values()) waiting.stop(new WorkerLostError('call', 'shutdown'));
   }
 
   /** Runs one call of a job; `jobCalls` holds the job's running calls, for the job's cancellation. */
@@ -119,6 +136,63 @@ export class CallRunner {
       await d.answers.fail(envelope, new ToolNotFoundError(call.name, { known: [...d.tools.keys()] }));
       return;
     }
+    const reserve = slotReserverOf(tool.executor);
+    let reserved: ReservedRun | undefined;
+    if (reserve !== undefined) {
+      const got = await this.#reserve(envelope, reserve, log);
+      if (got === 'handed back' || got === 'already waiting') return;
+      reserved = got;
+    }
+    try {
+      await this.#startAndRun(envelope, tool, reserved, jobCalls, log);
+    } finally {
+      reserved?.release();
+    }
+  }
+
+  /**
+   * Waits for a slot before the start step (see slot-reserve.ts). A wait that
+   * is stopped by a cancel, or fails (the server's pool stopped), leaves the
+   * call to the start step and the run, which say what became of it; one
+   * stopped by a shutdown hands the call back to the queue.
+   */
+  async #reserve(envelope: CallEnvelope, reserve: ReserveSlot, log: Pick<Logger, 'info' | 'warn' | 'error'>): Promise<ReservedRun | 'handed back' | 'already waiting' | undefined> {
+    const d = this.#d;
+    const { call } = envelope;
+    // A job that came back while its first copy still waits here (its lock lapsed): that copy goes on with the call.
+    if (this.#reserving.has(call.id)) {
+      log.info('call redelivered while it waits for a slot here; the waiting one goes on');
+      return 'already waiting';
+    }
+    const waiting = new ActiveRun();
+    this.#reserving.set(call.id, waiting);
+    try {
+      const slot = reserve(envelope.caller, (cancel) => waiting.attach(cancel));
+      if (this.#handingBack) waiting.stop(new WorkerLostError('call', 'shutdown'));
+      return await slot;
+    } catch {
+      if (!(waiting.stoppedFor instanceof WorkerLostError)) return undefined;
+    } finally {
+      this.#reserving.delete(call.id);
+    }
+    // Handed back: a job of its own on the pack's queue, as a retry is; the id is fixed by the call and this worker,
+    // so an add that landed but lost its answer is not added twice when sent again.
+    try {
+      const jobId = `h-${envelope.token ?? call.id}-${d.workerId}`;
+      await durableStep('hand back', call.id, () => d.retryQueue().add(call.name, envelope, { jobId, removeOnComplete: true, removeOnFail: { age: 24 * 3600 } }), log);
+      log.info('call handed back to the queue before it started (shutdown)');
+      return 'handed back';
+    } catch (err) {
+      // Not handed back: it runs here, within the shutdown's grace period, as a call taken before the shutdown does.
+      log.error({ err }, 'could not hand the call back to the queue; running it here');
+      return undefined;
+    }
+  }
+
+  /** The start step and, if it says run, the run (see run). */
+  async #startAndRun(envelope: CallEnvelope, tool: Tool, reserved: ReservedRun | undefined, jobCalls: Set<ActiveRun>, log: Pick<Logger, 'info' | 'warn' | 'error' | 'debug'>): Promise<void> {
+    const d = this.#d;
+    const { call } = envelope;
     const { definition } = tool;
     // A start that cannot reach Redis is tried again: failing the job would leave its call queued for ever.
     // (A start that did land but lost its reply is seen on the next try as a redelivery: never a second run.)
@@ -168,10 +242,10 @@ export class CallRunner {
       log.warn({ reason, caller: envelope.caller }, 'replayed call refused');
       return;
     }
-    await this.#execute(envelope, tool, facts, jobCalls, log);
+    await this.#execute(envelope, tool, reserved, facts, jobCalls, log);
   }
 
-  async #execute(envelope: CallEnvelope, { definition, executor }: Tool, facts: RunFacts, jobCalls: Set<ActiveRun>, log: Pick<Logger, 'info' | 'warn' | 'error'>): Promise<void> {
+  async #execute(envelope: CallEnvelope, { definition, executor }: Tool, reserved: ReservedRun | undefined, facts: RunFacts, jobCalls: Set<ActiveRun>, log: Pick<Logger, 'info' | 'warn' | 'error'>): Promise<void> {
     const d = this.#d;
     const { call } = envelope;
     const { starts } = facts;
@@ -194,7 +268,7 @@ export class CallRunner {
     let result: ToolResult;
     try {
       // The sandbox keeps each caller's calls in processes of that caller's (docs/sandbox.md).
-      const run = () => runExecutor(executorForCaller(executor!, envelope.caller), definition, call, { onCancellable: (cancel) => active.attach(cancel), attempt: starts, onProgress });
+      const run = () => runExecutor(reserved?.executor ?? executorForCaller(executor!, envelope.caller), definition, call, { onCancellable: (cancel) => active.attach(cancel), attempt: starts, onProgress });
       result = d.tracer === undefined ? await run() : await d.tracer.execute(call, d.tier, envelope.trace, run);
     } finally {
       throttle?.close();

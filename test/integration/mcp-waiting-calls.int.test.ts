@@ -1,0 +1,88 @@
+import { randomUUID } from 'node:crypto';
+import { FleetClient } from '@forge-fleet/client';
+import { afterEach, describe, expect, it } from 'vitest';
+import { McpTestDir } from '../fixtures/mcp/servers-files.js';
+import { sample } from '../fixtures/prometheus.js';
+import { type FleetProcess, TestFleet } from '../fixtures/fleet.js';
+import { until } from '../fixtures/wait.js';
+
+/**
+ * A worker given a larger `--concurrency` than its MCP server can run takes
+ * calls that then wait inside it for a free instance. Such a call has not
+ * started: the worker's loss must not be the call's. Killed with SIGKILL, the
+ * worker's waiting calls go to another worker once their jobs' locks lapse;
+ * stopped, it hands them back to the queue at once. Only the call the server
+ * was running is lost with it (the tool is not retryable).
+ */
+
+/** Long enough for the lock of a killed worker's jobs to lapse (FORGE_LOCK_DURATION_MS below) and the calls to run elsewhere. */
+const CALL_TIMEOUT_MS = 25_000;
+
+describe('calls waiting in a worker for an MCP instance', () => {
+  let fleet: TestFleet;
+  let dir: McpTestDir;
+  const clients: FleetClient[] = [];
+
+  afterEach(async () => {
+    await Promise.all(clients.map((c) => c.close()));
+    clients.length = 0;
+    await fleet.stopAll();
+    dir.remove();
+  });
+
+  /**
+   * One worker whose Python server has one instance taking one call at a time, while the worker takes up to 8
+   * calls; a running call `a` (a minute long) and two more, `b` and `c`, that the worker has taken and that wait
+   * for the instance. Then a second worker of the same servers, which is idle.
+   */
+  async function twoCallsWaitingBehindOne(): Promise<{ first: FleetProcess; client: FleetClient; ids: Record<'a' | 'b' | 'c', string> }> {
+    fleet = new TestFleet();
+    dir = new McpTestDir('mcp-waiting-calls');
+    const servers = dir.write({ py: dir.python('py.runs', { instances: { min: 1, max: 1 }, callsPerInstance: 1 }) });
+    const env = { FORGE_LOCK_DURATION_MS: '3000', FORGE_SHUTDOWN_GRACE_MS: '1000' };
+    const first = await fleet.worker({ tier: 'host', tools: false, mcp: servers, concurrency: 8, env });
+    const dispatcher = await fleet.dispatcher({ FORGE_DEV_MODE: '0' });
+    const client = new FleetClient({ url: dispatcher.url, token: await fleet.token({ subject: 'waiting-calls', grants: ['py.*'] }), timeoutMs: CALL_TIMEOUT_MS });
+    clients.push(client);
+    await until('the py tools to be served', async () => (await client.tools()).some((t) => t.name === 'py.wait'), { timeoutMs: 20_000 });
+
+    const ids = { a: randomUUID(), b: randomUUID(), c: randomUUID() };
+    await client.submit('py.wait', { ms: 60_000, key: 'a' }, { id: ids.a });
+    await until('call a to run on the server', () => dir.runs('py.runs').some((r) => r.key === 'a' && r.event === 'start'));
+    await client.submit('py.wait', { ms: 50, key: 'b' }, { id: ids.b });
+    await client.submit('py.wait', { ms: 50, key: 'c' }, { id: ids.c });
+    // All three jobs are the first worker's: none is left waiting in the queue for another worker to take.
+    await until('the first worker to hold all three calls', async () => {
+      const metrics = await (await fetch(`${dispatcher.url}/metrics`)).text();
+      return sample(metrics, 'forge_queue_jobs', { tier: 'host', state: 'active' }) === 3 && sample(metrics, 'forge_queue_jobs', { tier: 'host', state: 'waiting' }) === 0;
+    });
+    expect(dir.runs('py.runs').filter((r) => r.event === 'start').map((r) => r.key)).toEqual(['a']);
+    await fleet.worker({ tier: 'host', tools: false, mcp: servers, concurrency: 8, env });
+    return { first, client, ids };
+  }
+
+  it('runs them on another worker when the worker holding them is killed with SIGKILL', async () => {
+    const { first, client, ids } = await twoCallsWaitingBehindOne();
+    await first.stop('SIGKILL');
+    const [a, b, c] = await Promise.all([client.wait(ids.a), client.wait(ids.b), client.wait(ids.c)]);
+    expect(b, JSON.stringify(b)).toMatchObject({ isError: false, content: 'waited 50 ms' });
+    expect(c, JSON.stringify(c)).toMatchObject({ isError: false, content: 'waited 50 ms' });
+    // The call the server was running is lost with its worker: its tool is not retryable.
+    expect(a.error?.code, JSON.stringify(a)).toBe('WORKER_LOST');
+    const starts = dir.runs('py.runs').filter((r) => r.event === 'start');
+    expect(starts.map((r) => r.key).sort()).toEqual(['a', 'b', 'c']);
+  }, 60_000);
+
+  it('hands them back to the queue when the worker holding them stops, and another worker runs them', async () => {
+    const { first, client, ids } = await twoCallsWaitingBehindOne();
+    const code = await first.stop('SIGTERM');
+    expect(code, first.output().slice(-3000)).toBe(0);
+    const [a, b, c] = await Promise.all([client.wait(ids.a), client.wait(ids.b), client.wait(ids.c)]);
+    expect(b, JSON.stringify(b)).toMatchObject({ isError: false, content: 'waited 50 ms' });
+    expect(c, JSON.stringify(c)).toMatchObject({ isError: false, content: 'waited 50 ms' });
+    // The running call had the shutdown's grace period (1 s here) to end, and did not.
+    expect(a.error?.code, JSON.stringify(a)).toBe('WORKER_LOST');
+    const starts = dir.runs('py.runs').filter((r) => r.event === 'start');
+    expect(starts.map((r) => r.key).sort()).toEqual(['a', 'b', 'c']);
+  }, 60_000);
+});
