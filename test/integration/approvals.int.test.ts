@@ -1,12 +1,19 @@
 import { randomUUID } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { FleetClient } from '@forge-fleet/client';
 import { type PendingApproval } from '@forge-fleet/shared';
 import { fleetKeys } from '@forge-fleet/store';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
 import { TestFleet } from '../fixtures/fleet.js';
 import { redisUrl } from '../fixtures/redis.js';
 import { until } from '../fixtures/wait.js';
+
+const EVERYTHING = createRequire(import.meta.url).resolve('@modelcontextprotocol/server-everything/dist/index.js');
 
 /**
  * People in the loop, through the running fleet: a call to a tool that needs
@@ -110,9 +117,44 @@ describe('approvals by people', () => {
     const waiting = new FleetClient({ url: hasty.url, token: await fleet.token({ subject: 'agent-1' }) });
     const id = `expire-${randomUUID()}`;
     // It never ran: thrown, as a refusal is.
-    await expect(waiting.call('confirm_echo', { text: 'late' }, { id, timeoutMs: 20_000 }).finally(() => waiting.close())).rejects.toMatchObject({ code: 'EXPIRED', httpStatus: 410 });
+    await expect(waiting.call('confirm_echo', { text: 'late' }, { id, timeoutMs: 20_000 }).finally(() => waiting.close())).rejects.toMatchObject({
+      code: 'EXPIRED',
+      httpStatus: 410,
+      // The tool has no deadline of its own and there is no policy file: the default applied, set by the environment here.
+      details: { deadlineFrom: 'default' },
+      message: expect.stringContaining('the default applied (approval.deadlineMs in the policy file, or FORGE_APPROVAL_DEADLINE_MS without one)') as string,
+    });
     await expect(approver.decide(id, { decision: 'approve' })).rejects.toMatchObject({ code: 'NOT_AWAITING_APPROVAL', httpStatus: 409 });
     expect(await runs(id)).toBe(0);
+  });
+
+  it("names an MCP servers file's tools.<name>.approvalDeadlineMs as what set an expired call's deadline, not the policy (found by QA)", async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'forge-approvals-')), 'servers.yaml');
+    const server = { command: process.execPath, args: [EVERYTHING], env: { PATH: { fromEnv: 'PATH' } }, tier: 'platform', tools: { echo: { requiresConfirmation: true, approvalDeadlineMs: 1000 } } };
+    writeFileSync(file, stringify({ version: 1, servers: { everything: server } }));
+    await fleet.worker({ tier: 'platform', tools: false, mcp: file });
+    await until('everything.echo in the catalog', async () => (await agent.tools()).some((tool) => tool.name === 'everything.echo'));
+    const id = `expire-mcp-${randomUUID()}`;
+    const outcome = await agent.call('everything.echo', { message: 'late' }, { id, timeoutMs: 20_000 }).then(
+      () => undefined,
+      (error: unknown) => error as { code: string; message: string; details: Record<string, unknown> },
+    );
+    expect(outcome).toMatchObject({ code: 'EXPIRED', details: { deadlineFrom: 'tool' } });
+    expect(outcome?.message).toContain("raise the tool's own approvalDeadlineMs, which set this one (its definition's, or for an MCP server's tool tools.<name>.approvalDeadlineMs in the servers file)");
+    expect(outcome?.message).not.toMatch(/approval deadline in the policy$/);
+  });
+
+  it("names the policy file's approval.deadlines entry that set an expired call's deadline", async () => {
+    const policyFile = join(mkdtempSync(join(tmpdir(), 'forge-approvals-')), 'policy.yaml');
+    writeFileSync(policyFile, stringify({ version: 1, approval: { default: 'tier', deadlines: { confirm_echo: 1000 } } }));
+    const strict = await fleet.dispatcher({ FORGE_DEV_MODE: '0', FORGE_POLICY_FILE: policyFile });
+    const waiting = new FleetClient({ url: strict.url, token: await fleet.token({ subject: 'agent-1' }) });
+    const id = `expire-policy-${randomUUID()}`;
+    await expect(waiting.call('confirm_echo', { text: 'late' }, { id, timeoutMs: 20_000 }).finally(() => waiting.close())).rejects.toMatchObject({
+      code: 'EXPIRED',
+      details: { deadlineFrom: 'policy', policyEntry: 'confirm_echo' },
+      message: expect.stringContaining("raise the deadline the policy file gives it: its approval.deadlines entry 'confirm_echo' set this one") as string,
+    });
   });
 
   it('refuses deciding twice, an unknown call, a call that needs no approval, and deciding without the approver role; nothing runs twice', async () => {

@@ -33,6 +33,7 @@ export {
   CallNotFoundError,
   PayloadTooLargeError,
   ExpiredError,
+  ApprovalDeadlineSource,
   WorkerLostError,
   McpServerLostError,
   IdempotencyConflictError,

@@ -1,5 +1,5 @@
 import { hash } from 'node:crypto';
-import { CallEnvelope, stableStringify, CallProgress, type CallStatus, CallStatus as CallStatusSchema, type CallView, ToolResult } from '@forge-fleet/shared';
+import { ApprovalDeadlineSource, CallEnvelope, stableStringify, CallProgress, type CallStatus, CallStatus as CallStatusSchema, type CallView, ToolResult } from '@forge-fleet/shared';
 import { type FleetKeys } from './keys.js';
 import type { RedisConnection } from './redis.js';
 import { REPLY_LIST_TTL_MS, ReplyPublisher } from './replies.js';
@@ -21,6 +21,8 @@ export interface CallRecord {
   readonly reason: string | undefined;
   /** Epoch ms by which a person must decide, when it waits for one. */
   readonly approvalDeadline: number | undefined;
+  /** Where {@link approvalDeadline} came from (the policy, the tool's own, the default); undefined on records of older dispatchers. */
+  readonly approvalDeadlineFrom: ApprovalDeadlineSource | undefined;
   /** Epoch ms when it was submitted. */
   readonly createdAt: number | undefined;
   /** Who approved (or modified) it, once a person has. */
@@ -62,6 +64,8 @@ export interface NewCall {
   readonly reason?: string | undefined;
   /** With `awaiting_approval`: the epoch ms by which a person must decide. */
   readonly approvalDeadline?: number | undefined;
+  /** Where that deadline came from, which an EXPIRED answer names as what to change. */
+  readonly approvalDeadlineFrom?: ApprovalDeadlineSource | undefined;
   /** The scope it was submitted under (shown to the person deciding). */
   readonly scope?: string | undefined;
   /** Hash of the tool and arguments as submitted (see requestHash): a resubmission of the id must match it. */
@@ -79,6 +83,7 @@ export function createCallArgs(call: NewCall, retentionMs: number): (string | nu
   if (call.envelope.deadline !== undefined) args.push('deadline', call.envelope.deadline);
   if (call.reason !== undefined) args.push('reason', call.reason);
   if (call.approvalDeadline !== undefined) args.push('approvalDeadline', call.approvalDeadline);
+  if (call.approvalDeadlineFrom !== undefined) args.push('approvalDeadlineFrom', JSON.stringify(call.approvalDeadlineFrom));
   if (call.scope !== undefined) args.push('scope', call.scope);
   if (call.request !== undefined) args.push('request', call.request);
   return args;
@@ -100,6 +105,7 @@ function parseRecord(id: string, lane: string, flat: readonly string[]): CallRec
   const envelope = h.envelope === undefined ? undefined : CallEnvelope.safeParse(JSON.parse(h.envelope));
   const result = h.result === undefined ? undefined : ToolResult.safeParse(JSON.parse(h.result));
   const progress = h.progress === undefined ? undefined : CallProgress.safeParse(JSON.parse(h.progress));
+  const approvalDeadlineFrom = h.approvalDeadlineFrom === undefined ? undefined : ApprovalDeadlineSource.safeParse(JSON.parse(h.approvalDeadlineFrom));
   return {
     id,
     lane,
@@ -110,6 +116,7 @@ function parseRecord(id: string, lane: string, flat: readonly string[]): CallRec
     result: result?.success ? result.data : undefined,
     reason: h.reason,
     approvalDeadline: h.approvalDeadline === undefined ? undefined : Number(h.approvalDeadline),
+    approvalDeadlineFrom: approvalDeadlineFrom?.success ? approvalDeadlineFrom.data : undefined,
     createdAt: h.createdAt === undefined ? undefined : Number(h.createdAt),
     decidedBy: h.decidedBy,
     scope: h.scope,

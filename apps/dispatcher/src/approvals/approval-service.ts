@@ -174,7 +174,7 @@ export class ApprovalService {
   async #expire(record: CallRecord): Promise<boolean> {
     const d = this.d;
     const deadline = record.approvalDeadline ?? Date.now();
-    const result = errorResult({ id: record.id, name: record.name }, new ExpiredError(record.name, deadline, 'person'));
+    const result = errorResult({ id: record.id, name: record.name }, new ExpiredError(record.name, deadline, 'person', record.approvalDeadlineFrom));
     const ended = await d.store.end(record.lane, record.id, 'failed', result, { onlyFrom: 'awaiting_approval' });
     await d.store.unindexApproval(record.id);
     if (!ended) return false;

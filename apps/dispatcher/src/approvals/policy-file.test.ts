@@ -94,12 +94,21 @@ describe('policy files', () => {
     expect(await handler.check(call('shell'), 'platform', ctx('shell'))).toMatchObject({ kind: 'deny' });
   });
 
-  it('finds a tool\'s approval deadline: exact name, then pattern, then the default', () => {
+  it('finds a tool\'s approval deadline, and where it came from: exact name, then pattern, then the tool\'s own, then the default', () => {
     const { policy } = loadPolicyFile(file('d.yaml', 'version: 1\napproval:\n  deadlineMs: 1000\n  deadlines: { "pay.*": 2000, pay.refund: 3000 }\n'));
     const deadline = approvalDeadlineOf(policy);
-    expect([deadline('pay.refund'), deadline('pay.charge'), deadline('clock')]).toEqual([3000, 2000, 1000]);
+    expect([deadline('pay.refund'), deadline('pay.charge'), deadline('clock')]).toEqual([
+      { ms: 3000, from: { from: 'policy', entry: 'pay.refund' } },
+      { ms: 2000, from: { from: 'policy', entry: 'pay.*' } },
+      { ms: 1000, from: { from: 'default' } },
+    ]);
     // A tool's own deadline (its definition's approvalDeadlineMs, from an MCP servers file) comes after the policy's for it, before the default.
-    expect([deadline('pay.refund', 9000), deadline('pay.charge', 9000), deadline('clock', 9000), deadline('clock', undefined)]).toEqual([3000, 2000, 9000, 1000]);
+    expect([deadline('pay.refund', 9000), deadline('pay.charge', 9000), deadline('clock', 9000), deadline('clock', undefined)]).toEqual([
+      { ms: 3000, from: { from: 'policy', entry: 'pay.refund' } },
+      { ms: 2000, from: { from: 'policy', entry: 'pay.*' } },
+      { ms: 9000, from: { from: 'tool' } },
+      { ms: 1000, from: { from: 'default' } },
+    ]);
   });
 
   it('describes the environment\'s settings as a policy when no file is given', () => {

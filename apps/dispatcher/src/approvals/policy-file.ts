@@ -3,6 +3,7 @@ import {
   allOf,
   AllowList,
   Approval,
+  type ApprovalDeadlineSource,
   type ApprovalHandler,
   assertToolPattern,
   ConfigInvalidError,
@@ -123,14 +124,31 @@ export function approvalHandlerOf(policy: Policy): ApprovalHandler {
   return handlers.length === 1 ? handlers[0]! : allOf(...handlers);
 }
 
+/** How long a call waits for a person, and where that came from (what to change for a longer one). */
+export interface ApprovalDeadline {
+  readonly ms: number;
+  readonly from: ApprovalDeadlineSource;
+}
+
+/** Picks a call's approval deadline: for its tool, given the tool's own (its definition's `approvalDeadlineMs`). */
+export type ApprovalDeadlineFor = (tool: string, own?: number) => ApprovalDeadline;
+
 /**
  * How long a call of `tool` waits for a person: the policy's deadline for it
  * (exact name first, then patterns), else the tool's own (`approvalDeadlineMs`
- * of its definition, e.g. from an MCP servers file), else the policy's default.
+ * of its definition, e.g. from an MCP servers file), else the policy's default;
+ * with which of them it was, so an EXPIRED call can name the setting to change.
  */
-export function approvalDeadlineOf(policy: Policy): (tool: string, own?: number) => number {
+export function approvalDeadlineOf(policy: Policy): ApprovalDeadlineFor {
   const entries = Object.entries(policy.approval.deadlines);
   const exact = new Map(entries);
-  const patterns = entries.filter(([p]) => p.endsWith('*')).map(([p, ms]) => [toolMatcher([p]), ms] as const);
-  return (tool, own) => exact.get(tool) ?? patterns.find(([matches]) => matches(tool))?.[1] ?? own ?? policy.approval.deadlineMs;
+  const patterns = entries.filter(([p]) => p.endsWith('*')).map(([p, ms]) => [p, toolMatcher([p]), ms] as const);
+  return (tool, own) => {
+    const named = exact.get(tool);
+    if (named !== undefined) return { ms: named, from: { from: 'policy', entry: tool } };
+    const matched = patterns.find(([, matches]) => matches(tool));
+    if (matched !== undefined) return { ms: matched[2], from: { from: 'policy', entry: matched[0] } };
+    if (own !== undefined) return { ms: own, from: { from: 'tool' } };
+    return { ms: policy.approval.deadlineMs, from: { from: 'default' } };
+  };
 }

@@ -5,6 +5,7 @@ import type { CallStore, ReplyInbox, TierQueues } from '@forge-fleet/store';
 import type { ToolTracer, TraceCarrier } from '@forge-fleet/telemetry';
 import type { Logger } from 'pino';
 import { CallAdmission } from '../admission/call-admission.js';
+import type { ApprovalDeadlineFor } from '../approvals/policy-file.js';
 import { CallAnswers } from '../answers/call-answers.js';
 import type { DecisionAudit } from '../audit/decisions.js';
 import type { Caller } from '../auth/authenticator.js';
@@ -25,8 +26,8 @@ export interface CallServiceDeps {
   /** Picks the pack queue each call goes to. */
   readonly router: PackRouter;
   readonly approval: ApprovalHandler;
-  /** How long a call of a tool waits for a person before it expires (from the policy). */
-  readonly approvalDeadlineFor: (tool: string, own?: number) => number;
+  /** How long a call of a tool waits for a person before it expires, and where that came from (the policy, the tool's own, or the default). */
+  readonly approvalDeadlineFor: ApprovalDeadlineFor;
   /** Receives every admission decision (and cancellations, expiries). */
   readonly audit: DecisionAudit;
   readonly risk: RiskSignalQueue;

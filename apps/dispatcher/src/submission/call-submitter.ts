@@ -4,6 +4,7 @@ import { type CallRecord, type CallStore, laneQueueName, parseLane, requestHash,
 import type { TraceCarrier } from '@forge-fleet/telemetry';
 import type { Logger } from 'pino';
 import type { Admitted } from '../admission/call-admission.js';
+import type { ApprovalDeadlineFor } from '../approvals/policy-file.js';
 import { type CallAnswers, type Listening, viewOfReply } from '../answers/call-answers.js';
 import type { DecisionAudit } from '../audit/decisions.js';
 import type { Caller } from '../auth/authenticator.js';
@@ -27,8 +28,8 @@ export interface CallSubmitterDeps {
   readonly catalog: CatalogView;
   readonly router: PackRouter;
   readonly answers: CallAnswers;
-  /** How long a call of a tool waits for a person before it expires (from the policy). */
-  readonly approvalDeadlineFor: (tool: string, own?: number) => number;
+  /** How long a call of a tool waits for a person before it expires, and where that came from (kept on its record for EXPIRED's message). */
+  readonly approvalDeadlineFor: ApprovalDeadlineFor;
   readonly audit: DecisionAudit;
   readonly log: Logger;
 }
@@ -103,12 +104,13 @@ export class CallSubmitter {
     if (admitted.status === 'awaiting_approval') {
       // Nothing is enqueued and no worker slot is held: the record waits for a person (see approvals/).
       // From the same instant as the record's createdAt (the envelope's enqueuedAt), so the two agree to the millisecond.
-      const approvalDeadline = now + d.approvalDeadlineFor(call.name, definition.approvalDeadlineMs);
+      const picked = d.approvalDeadlineFor(call.name, definition.approvalDeadlineMs);
+      const approvalDeadline = now + picked.ms;
       const listeningForDecision = d.answers.listen(call.id, s.waitMs, s.signal);
       // The index entry goes in the same write as the record (same connection, same turn), so the deadline sweep sees it.
       void d.store.indexApproval(call.id, approvalDeadline).catch((err: unknown) => log.error({ err }, 'could not index a call awaiting approval'));
       const waiting = { ...envelope, token: randomUUID() };
-      const created = await d.store.create({ id: call.id, lane, name: call.name, status: 'awaiting_approval', replyTo: d.dispatcherId, envelope: waiting, reason: admitted.reason, approvalDeadline, scope: caller.scope.name, request: fingerprint });
+      const created = await d.store.create({ id: call.id, lane, name: call.name, status: 'awaiting_approval', replyTo: d.dispatcherId, envelope: waiting, reason: admitted.reason, approvalDeadline, approvalDeadlineFrom: picked.from, scope: caller.scope.name, request: fingerprint });
       if (!created.created) return resubmitted(created.existing, listeningForDecision);
       d.audit.call(caller, call.id, call.name, { decision: 'awaiting_approval', tier: definition.tier, reason: admitted.reason });
       log.info({ waitingFor: admitted.waitingFor }, 'call awaiting approval');

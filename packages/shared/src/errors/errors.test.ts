@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { ERROR_CODES, ERROR_TABLE, ErrorCode, httpStatusFor, isErrorCode, isRetryable } from './codes.js';
 import {
+  ApprovalDeadlineSource,
   BadRequestError,
   CallNotFoundError,
   ExpiredError,
@@ -294,5 +295,44 @@ describe('ExpiredError', () => {
     expect(person.message).toMatch(/waiting for a person to approve it/);
     expect(person.message).not.toMatch(/add workers/);
     expect(person.details).toMatchObject({ waiting: 'person' });
+  });
+
+  it("names where a person's deadline came from and the setting that gives a longer one", () => {
+    const expired = (deadlineFrom?: ApprovalDeadlineSource) => new ExpiredError('fs.write_file', 0, 'person', deadlineFrom);
+    const head = "call to tool 'fs.write_file' expired at 1970-01-01T00:00:00.000Z waiting for a person to approve it, and was not executed; decide sooner (an approver token: forge approvals), or";
+
+    const policy = expired({ from: 'policy', entry: 'fs.*' });
+    expect(policy.message).toBe(`${head} raise the deadline the policy file gives it: its approval.deadlines entry 'fs.*' set this one`);
+    expect(policy.details).toEqual({ toolName: 'fs.write_file', deadline: 0, waiting: 'person', deadlineFrom: 'policy', policyEntry: 'fs.*' });
+
+    // The QA case: the deadline came from the MCP servers file, where the policy names none for the tool.
+    const tool = expired({ from: 'tool' });
+    expect(tool.message).toBe(
+      `${head} raise the tool's own approvalDeadlineMs, which set this one (its definition's, or for an MCP server's tool tools.<name>.approvalDeadlineMs in the servers file); an approval.deadlines entry for the tool in the policy file would win over it`,
+    );
+    expect(tool.details).toEqual({ toolName: 'fs.write_file', deadline: 0, waiting: 'person', deadlineFrom: 'tool' });
+
+    const fallback = expired({ from: 'default' });
+    expect(fallback.message).toBe(
+      `${head} give it a longer deadline: the tool has none of its own, so the default applied (approval.deadlineMs in the policy file, or FORGE_APPROVAL_DEADLINE_MS without one); one for the tool alone goes in the policy file's approval.deadlines, or in its definition's approvalDeadlineMs (for an MCP server's tool tools.<name>.approvalDeadlineMs in the servers file)`,
+    );
+    expect(fallback.details).toMatchObject({ deadlineFrom: 'default' });
+
+    // A call recorded by a dispatcher that did not say where its deadline came from: every place is named.
+    const unknown = expired();
+    expect(unknown.message).toBe(
+      `${head} give it a longer deadline: the policy file's approval.deadlines, the tool's own approvalDeadlineMs (for an MCP server's tool tools.<name>.approvalDeadlineMs in the servers file), or the default (approval.deadlineMs in the policy file, or FORGE_APPROVAL_DEADLINE_MS without one)`,
+    );
+    expect(unknown.details).toEqual({ toolName: 'fs.write_file', deadline: 0, waiting: 'person' });
+
+    for (const error of [policy, tool, fallback, unknown]) expect(error.message).not.toMatch(/approval deadline in the policy$/);
+    // A queue deadline is the caller's own expireAfterMs: nothing of the approval deadline's is said.
+    expect(new ExpiredError('fs.write_file', 0, 'worker', { from: 'tool' }).message).not.toMatch(/approvalDeadlineMs/);
+  });
+
+  it('reads a deadline source from a record, and leaves out what it does not know', () => {
+    expect(ApprovalDeadlineSource.parse({ from: 'policy', entry: 'refund' })).toEqual({ from: 'policy', entry: 'refund' });
+    expect(ApprovalDeadlineSource.safeParse({ from: 'somewhere-new' }).success).toBe(false);
+    expect(ApprovalDeadlineSource.safeParse({ from: 'policy' }).success).toBe(false);
   });
 });

@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import { ErrorCode } from './codes.js';
 import { type ErrorDetails, FleetError } from './fleet-error.js';
 
@@ -308,24 +309,65 @@ export class PayloadTooLargeError extends FleetError {
   }
 }
 
+/**
+ * Where the approval deadline of a call that waits for a person came from
+ * (the dispatcher's `approvalDeadlineOf` picks it, in this order), which is
+ * what to change for a longer one:
+ * - `policy`: an entry of the policy file's `approval.deadlines`, the tool's
+ *   name or a pattern matching it (`entry`);
+ * - `tool`: the tool's own `approvalDeadlineMs` (its definition's; for an MCP
+ *   server's tool, `tools.<name>.approvalDeadlineMs` in the servers file);
+ * - `default`: neither names one, so the policy's default applied
+ *   (`approval.deadlineMs` in the policy file, or `FORGE_APPROVAL_DEADLINE_MS`).
+ * Kept on the call's record as it was picked at admission; decoding ignores
+ * unknown fields, and a source this version does not know fails to decode
+ * (the message then names every place).
+ */
+export const ApprovalDeadlineSource = z.discriminatedUnion('from', [
+  z.object({ from: z.literal('policy'), entry: z.string() }),
+  z.object({ from: z.literal('tool') }),
+  z.object({ from: z.literal('default') }),
+]);
+export type ApprovalDeadlineSource = z.infer<typeof ApprovalDeadlineSource>;
+
+/** What to change for a longer approval deadline, given where the call's came from (undefined: not recorded). */
+function longerApprovalDeadline(source: ApprovalDeadlineSource | undefined): string {
+  const mcp = "for an MCP server's tool tools.<name>.approvalDeadlineMs in the servers file";
+  const byDefault = 'approval.deadlineMs in the policy file, or FORGE_APPROVAL_DEADLINE_MS without one';
+  switch (source?.from) {
+    case 'policy':
+      return `raise the deadline the policy file gives it: its approval.deadlines entry '${source.entry}' set this one`;
+    case 'tool':
+      return `raise the tool's own approvalDeadlineMs, which set this one (its definition's, or ${mcp}); an approval.deadlines entry for the tool in the policy file would win over it`;
+    case 'default':
+      return `give it a longer deadline: the tool has none of its own, so the default applied (${byDefault}); one for the tool alone goes in the policy file's approval.deadlines, or in its definition's approvalDeadlineMs (${mcp})`;
+    case undefined:
+      return `give it a longer deadline: the policy file's approval.deadlines, the tool's own approvalDeadlineMs (${mcp}), or the default (${byDefault})`;
+  }
+}
+
 /** The call was still queued when its deadline passed, so it was never executed. */
 export class ExpiredError extends FleetError {
   readonly code = ErrorCode.EXPIRED;
   /**
    * @param waiting what the call waited for when its deadline passed: a worker (its `expireAfterMs` ran out
    *   in the queue) or a person (nobody decided before its approval deadline). @defaultValue 'worker'
+   * @param deadlineFrom with `person`: where the approval deadline came from, which the message names as what
+   *   to change (`details.deadlineFrom`, and `details.policyEntry` for a policy entry); unknown, it names every place.
    */
   constructor(
     readonly toolName: string,
     readonly deadline: number,
     readonly waiting: 'worker' | 'person' = 'worker',
+    deadlineFrom?: ApprovalDeadlineSource,
   ) {
     const at = new Date(deadline).toISOString();
+    const from = waiting === 'person' && deadlineFrom !== undefined ? { deadlineFrom: deadlineFrom.from, ...(deadlineFrom.from === 'policy' ? { policyEntry: deadlineFrom.entry } : {}) } : {};
     super(
       waiting === 'person'
-        ? `call to tool '${toolName}' expired at ${at} waiting for a person to approve it, and was not executed; decide sooner (an approver token: forge approvals), or give its tool a longer approval deadline in the policy`
+        ? `call to tool '${toolName}' expired at ${at} waiting for a person to approve it, and was not executed; decide sooner (an approver token: forge approvals), or ${longerApprovalDeadline(deadlineFrom)}`
         : `call to tool '${toolName}' expired at ${at} before a worker started it, and was not executed; allow more time or add workers for its tier`,
-      { toolName, deadline, waiting },
+      { toolName, deadline, waiting, ...from },
     );
   }
 }
