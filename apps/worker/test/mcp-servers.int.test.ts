@@ -535,3 +535,65 @@ describe('a tools/list with entries that are no MCP tool', () => {
   });
 });
 
+
+describe('sessions, idle reaping and start failures (QA3)', () => {
+  const IDLE_MS = 800;
+
+  /** Runs the pool's `wait` tool (it ends only when cancelled) and resolves once the server runs it. */
+  async function holdOne(pool: McpServerPool, caller?: string): Promise<AbortController> {
+    const controller = new AbortController();
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => (started = resolve));
+    pool.call({ tool: 'wait', arguments: {}, signal: controller.signal, onProgress: () => started(), ...(caller === undefined ? {} : { caller }) }).catch(() => undefined);
+    await running;
+    return controller;
+  }
+
+  /**
+   * Lists the pool's tools back to back (as a worker re-imports its catalog) until the instance of `pid` has exited, or
+   * four times its idle time has passed; gives how long after `since` it exited (Infinity when it did not).
+   */
+  async function listUntilGone(pool: McpServerPool, pid: string, since: number): Promise<number> {
+    let exitedAt: number | undefined;
+    pool.on('instanceExited', (exit) => {
+      if (String(exit.pid) === pid) exitedAt = Date.now();
+    });
+    while (exitedAt === undefined && Date.now() - since < 4 * IDLE_MS) await pool.listTools();
+    return (exitedAt ?? Number.POSITIVE_INFINITY) - since;
+  }
+
+  it("reaps a perCaller caller's instance idleMs after its last call, however often it is listed meanwhile, and the caller waiting for an instance gets one then", async () => {
+    const pool = track(new McpServerPool({ server: 'probe', launch: probeServer, session: 'perCaller', instances: { min: 0, max: 2, callsPerInstance: 1, idleMs: IDLE_MS } }, tools));
+    await pool.start();
+    const pidOf = async (caller: string): Promise<string> => textOf(await pool.call({ tool: 'pid', arguments: {}, caller }));
+    const carol = await pidOf('carol');
+    // Bob keeps the other instance busy, so every listing reads carol's, which is idle.
+    const bob = await holdOne(pool, 'bob');
+    expect(await pidOf('carol')).toBe(carol);
+    const lastCall = Date.now();
+    const alice = pidOf('alice');
+    // Handled now, awaited below: a test that fails before then must not leave it rejecting unhandled at close.
+    alice.catch(() => undefined);
+    expect(pool.status().waiting).toBe(1);
+    const reapedAfter = await listUntilGone(pool, carol, lastCall);
+    expect(reapedAfter).toBeGreaterThanOrEqual(IDLE_MS - 50);
+    expect(reapedAfter).toBeLessThan(IDLE_MS + 600);
+    expect(await alice).not.toBe(carol);
+    bob.abort();
+  });
+
+  it('reaps a shared instance above min idleMs after its last call, however often it is listed meanwhile', async () => {
+    const pool = track(new McpServerPool({ server: 'probe', launch: probeServer, instances: { min: 1, max: 2, callsPerInstance: 1, idleMs: IDLE_MS } }, tools));
+    await pool.start();
+    const held = await holdOne(pool);
+    // The first instance is busy: this call starts a second one, above min, which every listing then reads.
+    const second = textOf(await pool.call({ tool: 'pid', arguments: {} }));
+    const lastCall = Date.now();
+    expect(pidsOf(pool).map(String)).toContain(second);
+    const reapedAfter = await listUntilGone(pool, second, lastCall);
+    expect(reapedAfter).toBeGreaterThanOrEqual(IDLE_MS - 50);
+    expect(reapedAfter).toBeLessThan(IDLE_MS + 600);
+    expect(pidsOf(pool).map(String)).not.toContain(second);
+    held.abort();
+  });
+});

@@ -81,7 +81,12 @@ export interface McpServerPoolStatus {
 interface Entry {
   readonly instance: UpstreamInstance;
   readonly startedAt: number;
+  /** Slots taken: calls (and slots reserved for them) and listings. */
   inFlight: number;
+  /** Of {@link inFlight}, the listings: reading an instance's tools is no use of it, and keeps no idle instance alive. */
+  listings: number;
+  /** When its last call ended (or it came up): it is idle from then, and reaped `idleMs` later unless a call comes. */
+  idleSince: number;
   /** In `perCaller` mode, the caller this instance belongs to. */
   caller: string | undefined;
   /** Being closed: it takes no more calls. */
@@ -165,7 +170,7 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
     try {
       return await entry.instance.listTools({ timeoutMs: this.options.callTimeoutMs });
     } finally {
-      this.#release(entry);
+      this.#release(entry, 'listing');
     }
   }
 
@@ -290,9 +295,14 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
         continue;
       }
       entry.inFlight += 1;
-      clearTimeout(entry.idleTimer);
-      // Only a listing takes any instance.
-      if (waiter.anyInstance) this.#listed = true;
+      // Only a listing takes any instance. It leaves the idle timer running: a caller's instance read between its
+      // calls (a re-import when another instance comes up) is still reaped idleMs after its caller's last call.
+      if (waiter.anyInstance) {
+        entry.listings += 1;
+        this.#listed = true;
+      } else {
+        clearTimeout(entry.idleTimer);
+      }
       waiter.resolve(entry);
     }
     this.#waiters = still;
@@ -315,9 +325,13 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
     return spare;
   }
 
-  #release(entry: Entry): void {
+  /** Gives a slot back: a call's (or a reservation's) ends the instance's use now; a listing's changes nothing of it. */
+  #release(entry: Entry, what: 'call' | 'listing' = 'call'): void {
     entry.inFlight -= 1;
-    if (entry.inFlight === 0) this.#scheduleIdle(entry);
+    if (what === 'listing') entry.listings -= 1;
+    else entry.idleSince = Date.now();
+    // Idle once no call holds it; a listing that outlived the idle time has the instance reaped as it ends.
+    if (entry.inFlight === entry.listings) this.#scheduleIdle(entry);
     this.#dispatch();
   }
 
@@ -363,7 +377,8 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
           await instance.close();
           return undefined;
         }
-        const entry: Entry = { instance, startedAt: Date.now(), inFlight: 0, caller: undefined, retiring: false, unresponsive: false, idleTimer: undefined };
+        const now = Date.now();
+        const entry: Entry = { instance, startedAt: now, inFlight: 0, listings: 0, idleSince: now, caller: undefined, retiring: false, unresponsive: false, idleTimer: undefined };
         this.#entries.add(entry);
         instance.on('exit', (exit) => this.#onExit(entry, exit));
         this.emit('instanceStarted', { instance: instance.id, pid: instance.pid });
@@ -444,17 +459,33 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
     return new UnavailableError(`the pool is ${this.#state}`, { what: `MCP server '${this.options.server}'` });
   }
 
-  /** An idle instance retires: in `perCaller` mode its session ends; in `shared` mode only one above `min` goes. */
+  /**
+   * Reaps an instance `idleMs` after {@link Entry.idleSince}, counted from its last call whatever reads it meanwhile:
+   * a listing neither restarts the count nor saves it (one in flight when the time comes only delays the reaping to
+   * its end). Else an instance read by every re-import lived up to twice `idleMs`, while a caller beyond `max` waited.
+   */
   #scheduleIdle(entry: Entry): void {
     clearTimeout(entry.idleTimer);
-    const timer = setTimeout(() => {
-      if (entry.inFlight > 0 || entry.retiring || this.#state !== 'running') return;
-      const aboveMin = [...this.#entries].filter((e) => !e.retiring).length > this.options.instances.min;
-      if (entry.caller !== undefined || aboveMin) void this.#retire(entry);
-    }, this.options.instances.idleMs);
+    entry.idleTimer = undefined;
+    if (entry.retiring || entry.inFlight > entry.listings) return;
+    const left = entry.idleSince + this.options.instances.idleMs - Date.now();
+    if (left <= 0) {
+      this.#reapIdle(entry);
+      return;
+    }
+    // Looked at again when it fires: a call that came and went meanwhile has moved idleSince on.
+    const timer = setTimeout(() => this.#scheduleIdle(entry), left);
     // Idle reaping alone must not keep a worker's event loop alive.
     timer.unref();
     entry.idleTimer = timer;
+  }
+
+  /** An idle instance retires: in `perCaller` mode its session ends; in `shared` mode only one above `min` goes. */
+  #reapIdle(entry: Entry): void {
+    // A listing reading it still: its release looks again.
+    if (entry.inFlight > 0 || this.#state !== 'running') return;
+    const aboveMin = [...this.#entries].filter((e) => !e.retiring).length > this.options.instances.min;
+    if (entry.caller !== undefined || aboveMin) void this.#retire(entry);
   }
 
   async #retire(entry: Entry): Promise<void> {
