@@ -3,12 +3,15 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { ToolResult } from '@forge-fleet/shared';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { type CallToolResult, ListTasksResultSchema as TASK_LIST } from '@modelcontextprotocol/sdk/types.js';
+import { pino } from 'pino';
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { MAX_MESSAGE_BYTES, messageBoundFor } from '../src/mcp-servers/answer-lines.js';
 import { McpInstance } from '../src/mcp-servers/instance.js';
+import { McpToolExecutor } from '../src/mcp-servers/mcp-tool-executor.js';
 import { findLaunchTools, type LaunchTools } from '../src/mcp-servers/launch-command.js';
 import { McpServerPool } from '../src/mcp-servers/server-pool.js';
 import { callAsTask } from '../src/mcp-servers/task-call.js';
@@ -595,5 +598,32 @@ describe('sessions, idle reaping and start failures (QA3)', () => {
     expect(reapedAfter).toBeLessThan(IDLE_MS + 600);
     expect(pidsOf(pool).map(String)).not.toContain(second);
     held.abort();
+  });
+
+  /** A call of `tool` through the executor a worker's catalog would hold for it, as `caller`. */
+  function runAs(pool: McpServerPool, tool: string, caller: string | undefined): Promise<ToolResult> {
+    const executor = new McpToolExecutor(`probe.${tool}`, { server: 'probe', tool, timeoutMs: undefined }, pool, pino({ level: 'silent' }), caller);
+    const call = { id: `c-${tool}`, name: `probe.${tool}`, arguments: {} };
+    return executor.execute(call, { call, signal: new AbortController().signal, tier: 'host', attempt: 1, env: {}, trust: 'trusted', progress: () => undefined });
+  }
+
+  it("tells a perCaller caller whose instance died that its session ended, and its next call starts a new one; a shared server's caller is told nothing of sessions", async () => {
+    const pool = track(new McpServerPool({ server: 'probe', launch: probeServer, session: 'perCaller', instances: { min: 0, max: 2 }, restart: { initialDelayMs: 10 } }, tools));
+    await pool.start();
+    const before = (await runAs(pool, 'pid', 'alice')).content;
+    const lost = await failureOf(runAs(pool, 'stderr-then-exit', 'alice'));
+    expect(lost).toMatchObject({ code: 'MCP_SERVER_LOST', details: { server: 'probe', instance: `pid ${before}`, session: 'ended' } });
+    expect(lost.message).toContain("your session on MCP server 'probe' ended with it");
+    expect(lost.message).toContain('your next call starts a new session');
+    // The server's stderr stays the operator's.
+    expect(lost.message).not.toContain('line 01');
+    expect((await runAs(pool, 'pid', 'alice')).content).not.toBe(before);
+
+    const shared = track(new McpServerPool({ server: 'probe', launch: probeServer, instances: { min: 1, max: 1 }, restart: { initialDelayMs: 10 } }, tools));
+    await shared.start();
+    const told = await failureOf(runAs(shared, 'stderr-then-exit', 'alice'));
+    expect(told.code).toBe('MCP_SERVER_LOST');
+    expect(told.details).not.toHaveProperty('session');
+    expect(told.message).not.toContain('session');
   });
 });

@@ -90,10 +90,15 @@ export class McpToolExecutor implements CallerBoundExecutor, SlotReservingExecut
   /**
    * What the caller is told of a failure. A server's stderr is for the
    * operator (it is logged with the instance's exit), never for callers: it
-   * may hold anything the server prints, its environment included.
+   * may hold anything the server prints, its environment included. A lost
+   * instance of a `perCaller` server was the caller's session: the caller is
+   * told that it ended, so that it does not take its next call's fresh
+   * instance for the state it built up.
    */
   #forCaller(err: unknown): unknown {
-    if (err instanceof McpServerLostError) return new McpServerLostError(this.name, err.server, err.instance, { cause: err });
+    if (err instanceof McpServerLostError) {
+      return new McpServerLostError(this.name, err.server, err.instance, { cause: err, ...(this.pool.options.session === 'perCaller' ? { session: 'ended' as const } : {}) });
+    }
     if (err instanceof UnavailableError) return new UnavailableError(`its MCP server '${this.target.server}' is not running`, { what: `tool '${this.name}'`, cause: err });
     if (isFleetError(err)) return err;
     return new ExecutionFailedError(this.name, `MCP server '${this.target.server}' failed the call`, { cause: err });

@@ -402,7 +402,8 @@ export interface WorkerLostOptions {
  * The MCP server instance running a call ended (died, or was replaced for not
  * answering) before the call did: whether the call took effect is unknown.
  * Retryable as a kind; a tool not flagged retryable is not run again, and its
- * caller is told `retryable: false`.
+ * caller is told `retryable: false`. On a `perCaller` server the instance was
+ * the caller's session, which ended with it (`details.session`).
  */
 export class McpServerLostError extends FleetError {
   readonly code = ErrorCode.MCP_SERVER_LOST;
@@ -413,13 +414,18 @@ export class McpServerLostError extends FleetError {
     readonly server: string,
     /** A process id, or the instance's label. */
     instance: number | string,
-    options: { stderrTail?: string; cause?: unknown } = {},
+    /**
+     * @param options.session `ended` when the instance held the caller's own session (a `perCaller` server): the
+     *   message says that session and its state are gone, and `details.session` is `ended`.
+     */
+    options: { stderrTail?: string; cause?: unknown; session?: 'ended' } = {},
   ) {
     const label = typeof instance === 'number' ? `pid ${instance}` : instance;
     const tail = options.stderrTail === undefined || options.stderrTail === '' ? '' : `; its last stderr: ${options.stderrTail}`;
+    const session = options.session === 'ended' ? `; your session on MCP server '${server}' ended with it, and what the server held for you there is gone: your next call starts a new session` : '';
     super(
-      `the instance (${label}) of MCP server '${server}' running tool '${toolName}' ended before the call did, so whether it took effect is unknown${tail}; check before calling it again`,
-      { toolName, server, instance: label },
+      `the instance (${label}) of MCP server '${server}' running tool '${toolName}' ended before the call did, so whether it took effect is unknown${tail}${session}; check before calling it again`,
+      { toolName, server, instance: label, ...(options.session === undefined ? {} : { session: options.session }) },
       { cause: options.cause },
     );
     this.instance = label;
