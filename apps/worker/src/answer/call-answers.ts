@@ -55,7 +55,9 @@ export class CallAnswers {
     }
     const ended = await d.store.end(d.lane, id, status, result, { onlyFrom, replyTo: envelope.replyTo, resultJson: json, step: (transition) => durableStep('finish', id, transition, d.log) });
     if (!ended) return undefined;
-    if (status === 'completed' || status === 'failed') {
+    // Every call this worker ends gets its outcome entry, a cancelled one too: a running call's cancellation is only
+    // asked for by the dispatcher (which writes an entry only for a call it ended itself), and ends here.
+    if (status === 'completed' || status === 'failed' || status === 'cancelled') {
       const audited = d.audit.record({
         at: new Date().toISOString(),
         decision: status,
