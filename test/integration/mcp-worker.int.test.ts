@@ -145,6 +145,58 @@ describe('forge-worker --mcp', () => {
     expect(await t.client.call('changing.slow', { ms: 1 }, { timeoutMs: 30_000 })).toMatchObject({ isError: false });
   }, 90_000);
 
+  /** The `changing` server on a host worker (`extra` for its entry in the file, `worker` for the worker's options), a dispatcher, and its client. */
+  async function changingFleet(extra: Record<string, unknown>, worker: { concurrency?: number } = {}): Promise<{ url: string; client: FleetClient }> {
+    const file = serversFile({ changing: { command: process.execPath, args: [CHANGING], cwd: ROOT, env: { PATH: { fromEnv: 'PATH' } }, tier: 'host', ...extra } });
+    await t.fleet.worker({ tier: 'host', tools: false, mcp: file, ...worker });
+    const { url } = await t.fleet.dispatcher({ FORGE_APPROVAL: 'auto' });
+    const client = new FleetClient({ url });
+    t.client = client;
+    await until('changing.shape in the catalog', async () => (await listed(url)).some((tool) => tool.name === 'changing.shape'));
+    return { url, client };
+  }
+
+  const shapeTakesNumbers = async (url: string): Promise<boolean> =>
+    (await listed(url)).some((tool) => tool.name === 'changing.shape' && JSON.stringify(tool.parameters?.properties?.a).includes('number'));
+
+  it("refuses to approve a call whose arguments its tool's current schema refuses (the server changed it while the call waited); a modify that fits runs", async () => {
+    const { url, client } = await changingFleet({ tools: { shape: { requiresConfirmation: true } } });
+    const submitted = await client.submit('changing.shape', { a: 'x' });
+    expect(submitted.status).toBe('awaiting_approval');
+    expect(await client.call('changing.retype', {}, { timeoutMs: 30_000 })).toMatchObject({ isError: false });
+    await until("changing.shape's new schema in the catalog", () => shapeTakesNumbers(url), { timeoutMs: 20_000 });
+    const approver = await t.fleet.token({ subject: 'alice', role: 'approver' });
+    const decide = (body: Record<string, unknown>) =>
+      fetch(`${url}/v1/approvals/${submitted.id}`, { method: 'POST', headers: { authorization: `Bearer ${approver}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const approved = await decide({ decision: 'approve' });
+    const refusal = (await approved.json()) as { error: { code: string; message: string; path: string; stage: string } };
+    expect(approved.status, JSON.stringify(refusal)).toBe(422);
+    expect(refusal.error).toMatchObject({ code: 'SCHEMA_VALIDATION', path: '/a', stage: 'definition_changed' });
+    expect(refusal.error.message).toMatch(/changed/);
+    // Refused, the call keeps waiting; a person can make the arguments fit, and then it runs.
+    expect(((await (await fetch(`${url}/v1/calls/${submitted.id}`)).json()) as { status: string }).status).toBe('awaiting_approval');
+    expect((await decide({ decision: 'modify', arguments: { a: 7 } })).status).toBe(202);
+    expect(await client.wait(submitted.id, { timeoutMs: 30_000 })).toMatchObject({ isError: false, content: 'shape got 7 (number)' });
+  }, 90_000);
+
+  it('ends a queued call SCHEMA_VALIDATION when its tool changed to a schema that refuses its arguments before any worker took it', async () => {
+    // One call at a time: `shape` waits in the queue behind a slow call while the server changes its schema.
+    const { url, client } = await changingFleet({}, { concurrency: 1 });
+    expect(await client.call('changing.retype', { ms: 1000 }, { timeoutMs: 30_000 })).toMatchObject({ isError: false });
+    const slow = client.call('changing.slow', { ms: 4000 }, { timeoutMs: 30_000 });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const queued = await client.submit('changing.shape', { a: 'x' });
+    expect(queued.status).toBe('queued');
+    await until("changing.shape's new schema in the catalog", () => shapeTakesNumbers(url), { timeoutMs: 20_000 });
+    const ended = await client.wait(queued.id, { timeoutMs: 30_000 }).then(
+      (result) => result.error,
+      (error: unknown) => error as { code: string; details?: Record<string, unknown> },
+    );
+    expect(ended, JSON.stringify(ended)).toMatchObject({ code: 'SCHEMA_VALIDATION', details: { path: '/a', stage: 'definition_changed' } });
+    expect(await slow).toMatchObject({ isError: false });
+    expect(await client.call('changing.shape', { a: 3 }, { timeoutMs: 30_000 })).toMatchObject({ isError: false, content: 'shape got 3 (number)' });
+  }, 90_000);
+
   it('follows a server whose tool list never rests in a few generations, not one per change, and serves the list it ends with', async () => {
     const file = serversFile({ changing: { command: process.execPath, args: [CHANGING], cwd: ROOT, env: { PATH: { fromEnv: 'PATH' } }, tier: 'host' } });
     const worker = await t.fleet.worker({ tier: 'host', tools: false, mcp: file });

@@ -95,7 +95,7 @@ export async function createDispatcher(o: DispatcherOptions): Promise<Dispatcher
   const limits = o.limits ?? DEFAULT_ARGUMENT_LIMITS;
   const keyChecks = new KeyCheckPublisher(o.signingSecret, o.prefix, new KeyChecks(redis, keys), log);
   // After every catalog read: calls left on a pack that lost its workers move on (or end), and the inbox follows the lanes.
-  const stranded = new StrandedCalls({ queues, store, router, audit, log });
+  const stranded = new StrandedCalls({ queues, store, router, catalog, audit, log });
   catalog.onRead((snapshot) => stranded.sweep(snapshot));
   catalog.onRead(() => inbox.lanes(catalog.lanes()));
   catalog.onRead(() => void keyChecks.publish(catalog.lanes()));

@@ -143,13 +143,18 @@ export class Catalog {
     if ((await this.#renew(keys, args)) !== 1) await this.announce(lane, workerId, definitions, leaseMs, options);
   }
 
-  /** Gives up the worker's leases (on shutdown), so dispatchers stop routing to it at once and re-home what its pack leaves queued. */
-  async withdraw(lane: string, workerId: string, definitions: readonly ToolDefinition[], pack?: string): Promise<void> {
+  /**
+   * Gives up the worker's leases (on shutdown), so dispatchers stop routing to it at once and re-home what its pack
+   * leaves queued. `toolsOnly`: only its leases on the tools' names, the ones that refuse another definition of a
+   * tool, and no word to dispatchers: its pack stays live for routing and re-homing, while the worker's next
+   * generation announces a changed definition; a full withdrawal follows once that one is announced.
+   */
+  async withdraw(lane: string, workerId: string, definitions: readonly ToolDefinition[], pack?: string, options: { readonly toolsOnly?: boolean } = {}): Promise<void> {
     if (definitions.length === 0) return;
     const pipeline = this.#redis.pipeline();
-    pipeline.zrem(this.#keys.catalogPackLeases(lane, this.#packOf(definitions, pack).id), workerId);
+    if (options.toolsOnly !== true) pipeline.zrem(this.#keys.catalogPackLeases(lane, this.#packOf(definitions, pack).id), workerId);
     for (const { name } of definitions) pipeline.zrem(this.#keys.catalogLeases(lane, name), workerId);
-    pipeline.publish(this.#keys.catalogChannel, workerId);
+    if (options.toolsOnly !== true) pipeline.publish(this.#keys.catalogChannel, workerId);
     await pipeline.exec();
   }
 

@@ -42,7 +42,8 @@ const DECIDERS = ['approver', 'admin'] as const;
 
 /**
  * People in the loop: calls waiting for a person (`awaiting_approval`) are
- * listed, approved (enqueued as they are), modified (the edited arguments
+ * listed, approved (enqueued as they are, once checked against the tool's
+ * schema of now: it may have changed while the call waited), modified (the edited arguments
  * checked as a submission's are — input limits, then the schema — then
  * enqueued) or denied; one that nobody decides by
  * its deadline ends `failed` with `EXPIRED` — fail closed, distinct from a
@@ -127,6 +128,10 @@ export class ApprovalService {
       // input limits, then the schema. Refused, the call keeps waiting; the person can try again.
       checkArguments(args, d.limits);
       validateArguments(definition, args, 'after_modify');
+    } else {
+      // Admitted under the definition of then: one that changed since (an MCP server's new schema) may refuse them.
+      // Refused, the call keeps waiting, as after a refused edit; a person can make them fit, or deny it.
+      validateArguments(definition, args, 'definition_changed');
     }
     const decision = request.decision === 'modify' ? 'modified' : 'approved';
     const envelope = d.signer.sign({ ...record.envelope, call: { ...record.envelope.call, arguments: args }, approval: { decision, by }, enqueuedAt: Date.now() });

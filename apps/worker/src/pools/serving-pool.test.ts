@@ -67,20 +67,49 @@ describe('ServingPool', () => {
     expect(generations).toEqual([['a'], ['b']]);
   });
 
-  it('serves its previous set again when another worker holds the old definition of a tool whose definition changed here', async () => {
+  /**
+   * Generations whose start is refused while a generation holding another definition of a tool has not stepped aside
+   * (as the catalog refuses it), or always when `elsewhere` (another worker holds the old definition); `events` says
+   * what each generation did, in order.
+   */
+  function changingDefinitions(elsewhere: boolean): { make: (tools: readonly Tool[], id: string) => WorkerPool; generations: string[][]; events: string[] } {
     const generations: string[][] = [];
-    const stopped: string[] = [];
-    // Another worker serves `a` as it was: every generation holding the changed `a` is refused, as the catalog refuses it.
+    const events: string[] = [];
+    const holding = new Map<string, string>();
     const make = (tools: readonly Tool[], id: string): WorkerPool => {
       generations.push(tools.map((t) => `${t.definition.name}:${t.definition.description}`));
-      const refused = tools.some((t) => t.definition.description === 'changed');
-      return {
-        id,
-        ready: true,
-        start: () => (refused ? Promise.reject(new RegistryError("tool 'a' is served by another worker with another definition")) : Promise.resolve()),
-        stop: () => (stopped.push(id), Promise.resolve()),
-      } as unknown as WorkerPool;
+      const start = (): Promise<void> => {
+        const clash = tools.some((t) => (elsewhere && t.definition.description === 'changed') || [...holding.values()].some((held) => held.split(',').includes(t.definition.name) && !held.split(',').includes(`${t.definition.name}:${t.definition.description}`)));
+        events.push(`${id} ${clash ? 'refused' : 'started'}`);
+        if (clash) return Promise.reject(new RegistryError("tool 'a' is served by another worker with another definition"));
+        holding.set(id, tools.flatMap((t) => [t.definition.name, `${t.definition.name}:${t.definition.description}`]).join(','));
+        return Promise.resolve();
+      };
+      const release = (what: string) => (): Promise<void> => {
+        holding.delete(id);
+        events.push(`${id} ${what}`);
+        return Promise.resolve();
+      };
+      return { id, ready: true, start, stepAside: release('stepped aside'), stop: release('stopped') } as unknown as WorkerPool;
     };
+    return { make, generations, events };
+  }
+
+  it('lets the old generation step aside for a changed definition, announces the new one, and only then stops the old one', async () => {
+    const { make, events } = changingDefinitions(false);
+    const pool = new ServingPool({ make, id: 'w', shutdownGraceMs: 1000, log: pino({ level: 'silent' }) });
+    const before = toolsNamed('a', 'b');
+    await pool.start(before);
+    const changed = [{ ...before[0]!, definition: { ...before[0]!.definition, description: 'changed' } }, before[1]!];
+    await pool.retool(changed);
+    // Stopping the old one first would leave the tools without a worker, and the calls its queue holds would end
+    // NO_WORKER; stopped after, they are re-homed to the new one.
+    expect(events).toEqual(['w started', 'w.g1 refused', 'w.g1 stopped', 'w stepped aside', 'w.g1b started', 'w stopped']);
+    expect(pool.tools).toBe(changed);
+  });
+
+  it('serves its previous set again when another worker holds the old definition of a tool whose definition changed here', async () => {
+    const { make, generations } = changingDefinitions(true);
     const pool = new ServingPool({ make, id: 'w', shutdownGraceMs: 1000, log: pino({ level: 'silent' }) });
     const before = toolsNamed('a', 'b');
     await pool.start(before);

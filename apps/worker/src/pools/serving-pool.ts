@@ -27,7 +27,9 @@ export const RETOOL_MIN_INTERVAL_MS = 1000;
  * finishes the calls it has — no call is dropped and the tools that stayed
  * are never without a worker. Only when the new generation is refused because
  * the old one still serves a tool under its old definition does the old one
- * stop first. Changes are taken one at a time, the newest last.
+ * step aside first: it gives up its leases without telling dispatchers, the
+ * new one is announced, and then the old one stops as above. Changes are
+ * taken one at a time, the newest last.
  */
 export class ServingPool {
   readonly #make: (tools: readonly Tool[], id: string) => WorkerPool;
@@ -129,11 +131,11 @@ export class ServingPool {
     } catch (err) {
       await next.stop({ graceMs: 0 }).catch(() => undefined);
       if (!(err instanceof RegistryError) || old === undefined) throw err;
-      // The old generation holds a tool under the definition that changed: it steps aside first.
-      this.#log.info({ err: err.message }, 'a tool changed its definition; the old generation stops before the new one starts');
-      await old.stop({ graceMs: this.#graceFor(oldTools) });
-      this.#current = undefined;
-      this.#currentTools = [];
+      // The old generation holds a tool under the definition that changed: it gives up its leases first, quietly,
+      // and stops (telling dispatchers, who re-home what its queue holds) only once the new one is announced, so the
+      // calls queued for it find the new generation rather than no worker.
+      this.#log.info({ err: err.message }, 'a tool changed its definition; the old generation steps aside before the new one starts');
+      await old.stepAside();
       next = this.#make(tools, `${id}b`);
       try {
         await next.start();
@@ -145,10 +147,13 @@ export class ServingPool {
         await previous.start();
         this.#current = previous;
         this.#currentTools = oldTools;
+        this.#drain(old, oldTools);
         throw again;
       }
       this.#current = next;
       this.#currentTools = tools;
+      this.#drain(old, oldTools);
+      this.#log.info({ tools: tools.map((t) => t.definition.name), workerId: `${id}b` }, 'tools changed: serving the new set');
       return;
     }
     this.#current = next;

@@ -201,6 +201,23 @@ export class WorkerPool {
   }
 
   /**
+   * Gives up its leases on its tools' names, which refuse another definition
+   * of a tool, but not its pack's: dispatchers go on routing calls to it, and
+   * it goes on taking them, until {@link stop}. A new generation of this
+   * worker that serves a tool under a changed definition can then announce
+   * it, and once it has, this one stops: the calls its pack's queue still
+   * holds are re-homed to the new one, instead of ending `NO_WORKER` for
+   * want of any worker in between.
+   */
+  async stepAside(): Promise<void> {
+    // No renewal from now on: one would announce the old definitions again. The pack's lease lasts its period,
+    // longer than the new generation takes to announce itself.
+    clearInterval(this.#leaseTimer);
+    const running = this.#running;
+    await running?.catalog.withdraw(this.lane, this.id, [...this.#tools.values()].map((t) => t.definition), this.#o.pack, { toolsOnly: true });
+  }
+
+  /**
    * Stops taking calls, gives up the catalog leases (dispatchers re-home what
    * its pack's queue still holds if it was the pack's last worker), hands
    * calls still waiting for a slot back to the queue, lets

@@ -37,8 +37,13 @@ export interface SchemaIssue {
   readonly keyword: string;
 }
 
-/** Where in the pipeline the arguments were checked. */
-export type ValidationStage = 'arguments' | 'after_modify';
+/**
+ * Where in the pipeline the arguments were checked: at submission, after an
+ * approval step modified them, or again when the tool's definition changed
+ * after the call was admitted (an MCP server changed its schema while the
+ * call waited for a person, or in a queue).
+ */
+export type ValidationStage = 'arguments' | 'after_modify' | 'definition_changed';
 
 /**
  * Most issues a schema refusal lists. Every failing rule is found (ajv runs
@@ -70,7 +75,7 @@ export class SchemaValidationError extends FleetError {
         : count > MAX_LISTED_ISSUES
           ? ` (and ${count - 1} more problem(s); details.issues lists the first ${MAX_LISTED_ISSUES})`
           : ` (and ${count - 1} more problem(s), see details.issues)`;
-    const after = stage === 'after_modify' ? ' after the approval step modified them' : '';
+    const after = stage === 'after_modify' ? ' after the approval step modified them' : stage === 'definition_changed' ? " no longer fit its definition, which changed after the call was admitted, and" : '';
     super(
       `arguments for tool '${args.toolName}'${after} failed schema validation at '${displayPath(first.path)}': ${first.reason}${more}; fix the arguments to match the tool's parameters schema and call again`,
       { toolName: args.toolName, path: first.path, reason: first.reason, stage, issues: listed, issueCount: count },
