@@ -304,8 +304,10 @@ export class CallRunner {
       return;
     }
     const status: CallStatus = code === 'CANCELLED' ? 'cancelled' : result.isError ? 'failed' : 'completed';
+    // A failure after retries says how many runs the call had: each may have taken effect (WORKER_LOST's own word).
+    const told = result.error !== undefined && starts > 1 ? { ...result, error: { ...result.error, details: { ...result.error.details, attempts: starts } } } : result;
     // The log says how the call ended, which a result past FORGE_MAX_RESULT_BYTES changes (RESOURCE_LIMIT).
-    const ended = await d.answers.finish(envelope, status, retryableOnlyIfSafe(result, definition.retryable));
+    const ended = await d.answers.finish(envelope, status, retryableOnlyIfSafe(told, definition.retryable));
     log.info({ ms, status: ended?.status ?? status, code: ended === undefined ? code : ended.code }, 'call finished');
   }
 
