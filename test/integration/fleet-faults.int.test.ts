@@ -42,6 +42,23 @@ describe('worker loss and shutdown', () => {
     expect(await runs(id)).toBe(2);
   });
 
+  it("ends a started call whose only worker is killed as its tool allows: WORKER_LOST not to be sent again, or a retryable tool's NO_WORKER with its runs", async () => {
+    const worker = await fleet.worker({ tier: 'platform' });
+    client = new FleetClient({ url: (await fleet.dispatcher()).url });
+    const once = `alone-once-${randomUUID()}`;
+    const again = `alone-retryable-${randomUUID()}`;
+    await client.submit('block', {}, { id: once });
+    await client.submit('block_retryable', {}, { id: again });
+    await Promise.all([started(once), started(again)]);
+    worker.proc.kill('SIGKILL');
+    // No worker is left to take either: the dispatcher's sweep of the dead pack ends them.
+    const lost = await client.wait(once, { timeoutMs: 20_000 });
+    expect(lost.error, JSON.stringify(lost)).toMatchObject({ code: 'WORKER_LOST', retryable: false });
+    // It ran once (FleetClient resolves with it, as with any call whose tool ran): it may be sent again.
+    const stranded = await client.wait(again, { timeoutMs: 20_000 });
+    expect(stranded.error, JSON.stringify(stranded)).toMatchObject({ code: 'NO_WORKER', retryable: true, details: { runs: 1 } });
+  });
+
   it('never runs a non-retryable call twice: killing its worker ends it with WORKER_LOST', async () => {
     const workers = await Promise.all([fleet.worker({ tier: 'platform' }), fleet.worker({ tier: 'platform' })]);
     client = new FleetClient({ url: (await fleet.dispatcher()).url });

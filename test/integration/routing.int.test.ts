@@ -122,9 +122,10 @@ describe('workers of one lane with different tool packs', () => {
     }
     expect(sharedResults.filter((r) => !r.isError && ranOn(r) === survivor.pid).length).toBeGreaterThan(0);
     // mix_a has no other worker: its waiting calls end NO_WORKER (thrown: they never ran), its started ones WORKER_LOST; none hangs.
+    // A started call of a tool not flagged retryable must not be sent again: its error says `retryable: false`.
     for (const r of lonelyResults) {
       if (typeof r === 'string') expect(r).toBe('thrown NO_WORKER');
-      else if (r.isError) expect(r.error?.code).toBe('WORKER_LOST');
+      else if (r.isError) expect(r.error, JSON.stringify(r)).toMatchObject({ code: 'WORKER_LOST', retryable: false });
       else expect(ranOn(r)).toBe(doomed.pid);
     }
     expect(lonelyResults).toContain('thrown NO_WORKER');

@@ -90,8 +90,13 @@ export class StrandedCalls {
       log.info({ to: route.queue, status: record.status }, 'call re-homed from a pack without live workers');
       return;
     }
-    const error = record.status === 'running' ? new WorkerLostError(name, 'lock_expired', { detail: 'its worker stopped and no other live worker serves the tool' }) : new NoWorkerError(name, from.queue, { runs: record.starts, lane: parseLane(from.lane) });
-    if (await d.store.end(from.lane, id, 'failed', errorResult(envelope.call, error), { onlyFrom: record.status })) {
+    // A call that had started is lost with its worker. A retryable tool's would run again, were there a worker: it
+    // ends NO_WORKER saying how often it ran. Any other ends WORKER_LOST, and must not be sent again (retryable: false).
+    const retryable = d.catalog.definitionOf(name)?.retryable === true;
+    const lost = record.status === 'running' && !retryable;
+    const error = lost ? new WorkerLostError(name, 'lock_expired', { detail: 'its worker stopped and no other live worker serves the tool' }) : new NoWorkerError(name, from.queue, { runs: record.starts, lane: parseLane(from.lane) });
+    const result = errorResult(envelope.call, error);
+    if (await d.store.end(from.lane, id, 'failed', lost ? { ...result, error: { ...result.error!, retryable: false } } : result, { onlyFrom: record.status })) {
       d.audit.write({ decision: 'failed', code: error.code, callId: id, tool: name, ...(envelope.caller === undefined ? {} : { caller: envelope.caller }) });
       log.warn({ code: error.code }, 'call ended: its pack lost its workers and no other live worker serves the tool');
     }
