@@ -14,6 +14,8 @@ import { McpInstance } from '../src/mcp-servers/instance.js';
 import { McpToolExecutor } from '../src/mcp-servers/mcp-tool-executor.js';
 import { findLaunchTools, type LaunchTools } from '../src/mcp-servers/launch-command.js';
 import { McpServerPool } from '../src/mcp-servers/server-pool.js';
+import type { McpServerConfig } from '../src/mcp-servers/servers-file.js';
+import { WorkerServers } from '../src/mcp-servers/worker-servers.js';
 import { callAsTask } from '../src/mcp-servers/task-call.js';
 import { probeIsolation } from '../src/sandbox/probe.js';
 import { startPoolChild } from './fixtures/pool-child.js';
@@ -268,7 +270,7 @@ describe('a pool of MCP server instances', () => {
     expect(failure.code).toBe('UNAVAILABLE');
     expect(failure.message).toContain('not restarted again');
     // The last failure's reason, said once: not a message nested in a message.
-    expect(failure.message).toMatch(/; last: it failed to start: /);
+    expect(failure.message).toMatch(/; last: its process exited with status 1 before answering initialize/);
     expect(failure.message.match(/send the request again/g)).toHaveLength(1);
   });
 
@@ -625,5 +627,50 @@ describe('sessions, idle reaping and start failures (QA3)', () => {
     expect(told.code).toBe('MCP_SERVER_LOST');
     expect(told.details).not.toHaveProperty('session');
     expect(told.message).not.toContain('session');
+  });
+
+  it('says how a server that ends before answering initialize ended, with the last lines of its stderr redacted', async () => {
+    const secret = 'sk-start-secret-3';
+    const exits = { command: process.execPath, args: ['-e', 'console.error("cannot read config.toml; token " + process.env.TOKEN); process.exit(3)'], env: { TOKEN: secret }, secrets: [secret], startupTimeoutMs: 10_000 };
+    const exited = await failureOf(McpInstance.start({ server: 'broken', launch: exits, tools }));
+    expect(exited.code).toBe('UNAVAILABLE');
+    expect(exited.message).toContain('its process exited with status 3 before answering initialize; its stderr: cannot read config.toml; token [redacted]');
+    expect(exited.message).not.toContain(secret);
+    const killed = { command: process.execPath, args: ['-e', 'process.kill(process.pid, "SIGTERM"); setTimeout(() => {}, 10_000)'], env: {}, startupTimeoutMs: 10_000 };
+    expect((await failureOf(McpInstance.start({ server: 'broken', launch: killed, tools }))).message).toContain('its process was killed by signal SIGTERM before answering initialize');
+  });
+
+  it("shows a server that ends at start in /readyz and the log by how it ended, without a caller's advice, and logs its first failure once", async () => {
+    const lines: { msg: string; server?: string; err?: string }[] = [];
+    const log = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as { msg: string }) });
+    const config = (name: string, failures: number): McpServerConfig => ({
+      name,
+      prefix: name,
+      transport: { kind: 'stdio', command: process.execPath, args: ['-e', 'console.error("no config here"); process.exit(1)'], cwd: undefined, env: {} },
+      tier: 'host',
+      pool: undefined,
+      filesystem: undefined,
+      instances: { min: 1, max: 1 },
+      callsPerInstance: 1,
+      startupTimeoutMs: 10_000,
+      // `once` is not tried again during the test; `looping` is, until its crash loop stops it.
+      restartBackoff: failures === 1 ? { initialMs: 60_000, maxMs: 60_000 } : { initialMs: 10, maxMs: 10 },
+      crashLoop: { failures: Math.max(2, failures), windowMs: 60_000 },
+      session: 'shared',
+      idleMs: 300_000,
+      tools: {},
+    });
+    const servers = track(new WorkerServers({ servers: [config('once', 1), config('looping', 3)], tier: 'host', pool: undefined, launchTools: tools, sandbox: false, log }));
+    await servers.start();
+    await vi.waitFor(() => expect(servers.status().find((s) => s.name === 'looping')?.state).toBe('stopped'), WAIT);
+    const [once, looping] = servers.status();
+    expect(once).toMatchObject({ state: 'down', error: expect.stringContaining("MCP server 'once'") as string });
+    expect(once?.error).toContain('its process exited with status 1 before answering initialize; its stderr: no config here');
+    expect(looping?.error).toContain('it failed 3 times within 60000 ms and is not restarted again for now; last: its process exited with status 1 before answering initialize');
+    for (const error of [once?.error, looping?.error]) expect(error).not.toMatch(/send the request again/);
+    const failures = lines.filter((l) => l.server === 'once' && l.msg.startsWith('MCP server could not be started'));
+    expect(failures).toHaveLength(1);
+    expect(failures[0]?.err).toContain('exited with status 1');
+    expect(failures[0]?.err).not.toMatch(/send the request again/);
   });
 });

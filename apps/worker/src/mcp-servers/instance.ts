@@ -22,6 +22,9 @@ const STDERR_DRAIN_MS = 250;
 /** How long a server's stdio may stay open after its process exited, to bring what it wrote last (see endsWithItsProcess). */
 const EXIT_DRAIN_MS = 250;
 
+/** The most of a server's stderr a failure to start quotes: its last lines, up to this many characters. */
+const STDERR_MESSAGE_CHARS = 1000;
+
 /** The last bytes of a server's stderr kept for messages: enough for a stack trace's head, bounded however much it writes. */
 const STDERR_TAIL_BYTES = 4096;
 /** Lines of a server's stderr logged per window at most; a server printing more is told as a count. */
@@ -39,6 +42,8 @@ const STDERR_WINDOW_MS = 10_000;
  */
 class SpawnAwareTransport extends StdioClientTransport {
   spawnedPid: number | undefined;
+  /** How the process ended, once it has: a failed start says it (the SDK says only "Connection closed"). */
+  exited: ProcessEnd | undefined;
   /** The group's reaper, started the moment the server has a pid (see group-reaper.ts). */
   reaper: GroupReaper | undefined;
   #outbox: Outbox | undefined;
@@ -71,7 +76,10 @@ class SpawnAwareTransport extends StdioClientTransport {
     const child = (this as unknown as { _process?: ChildProcess })._process;
     const stdin = child?.stdin;
     if (stdin != null) this.#outbox = new Outbox((text) => stdin.write(text));
-    if (child !== undefined) endsWithItsProcess(child);
+    if (child !== undefined) {
+      endsWithItsProcess(child);
+      child.once('exit', (code, signal) => (this.exited = { code, signal }));
+    }
     if (this.#modern) {
       // The client set its handler before it started the transport; the bridge goes in front of it.
       const toClient = this.onmessage;
@@ -157,7 +165,8 @@ export class McpInstance extends UpstreamInstance {
   /**
    * Starts a process and waits until it has answered `initialize`.
    *
-   * @throws UnavailableError when it cannot be spawned, exits, or does not answer within `launch.startupTimeoutMs`; the process is killed first.
+   * @throws UnavailableError when it cannot be spawned, exits (saying how: its status or signal, and the last lines of its
+   *   stderr, redacted), or does not answer within `launch.startupTimeoutMs`; the process is killed first.
    */
   static async start(options: { server: string; launch: McpStdioLaunch; tools: LaunchTools } & UpstreamHooks): Promise<McpInstance> {
     const { server, launch } = options;
@@ -186,6 +195,8 @@ export class McpInstance extends UpstreamInstance {
     try {
       await instance.client.connect(transport, { timeout: launch.startupTimeoutMs });
     } catch (err) {
+      // How it ended on its own, read before it is killed below: that end is ours, not the server's.
+      const ended = transport.exited;
       // Killed before the SDK's close, which would otherwise give a hung server seconds to go; and after, for what it started meanwhile.
       if (transport.spawnedPid !== undefined) killGroup(transport.spawnedPid);
       await instance.client.close().catch(() => undefined);
@@ -203,9 +214,9 @@ export class McpInstance extends UpstreamInstance {
         ? `it did not answer initialize within ${launch.startupTimeoutMs} ms`
         : revisions !== undefined
           ? revisionRefusal(revisions)
-          : (answeredRevision(err) ?? `it failed to start: ${errorText(err)}`);
-      const tail = instance.stderrTail.trim();
-      throw new UnavailableError(`${reason}${tail === '' ? '' : `; its stderr: ${tail.slice(-1000)}`}`, { what: `MCP server '${server}' (${launch.command})`, cause: err });
+          : (answeredRevision(err) ?? (ended === undefined ? `it failed to start: ${errorText(err)}` : `its process ${endText(ended)} before answering initialize`));
+      const tail = lastLines(instance.stderrTail.trim(), STDERR_MESSAGE_CHARS);
+      throw new UnavailableError(`${reason}${tail === '' ? '' : `; its stderr: ${tail}`}`, { what: `MCP server '${server}' (${launch.command})`, cause: err });
     }
     const pid = transport.spawnedPid;
     if (pid === undefined) throw new UnavailableError('its process has no pid', { what: `MCP server '${server}' (${launch.command})` });
@@ -302,6 +313,25 @@ function killGroup(pgid: number): void {
   } catch {
     // ESRCH: the whole group is gone already.
   }
+}
+
+/** How a process ended, as its `exit` event tells it: a status, or the signal that killed it. */
+interface ProcessEnd {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+}
+
+/** `exited with status 1`, `was killed by signal SIGSEGV`. */
+function endText(end: ProcessEnd): string {
+  return end.signal !== null ? `was killed by signal ${end.signal}` : `exited with status ${end.code ?? 'unknown'}`;
+}
+
+/** The last whole lines of `text` that fit in `max` characters (the end of the last one, when even it does not fit). */
+function lastLines(text: string, max: number): string {
+  if (text.length <= max) return text;
+  const end = text.slice(-max);
+  const start = end.indexOf('\n');
+  return start === -1 || start === end.length - 1 ? end : end.slice(start + 1);
 }
 
 function errorText(err: unknown): string {

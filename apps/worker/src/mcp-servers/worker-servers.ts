@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { setTimeout as delay } from 'node:timers/promises';
-import type { Tier, Tool } from '@forge-fleet/shared';
+import { ErrorCode, isFleetError, type Tier, type Tool } from '@forge-fleet/shared';
 import type { Logger } from 'pino';
 import type { LaunchTools } from './launch-command.js';
 import { poolOptionsOf } from './pool-options-of.js';
@@ -126,8 +126,8 @@ export class WorkerServers extends EventEmitter<WorkerServersEvents> {
     const starts = this.#served.map(async (served) => {
       try {
         await served.pool.start();
-      } catch (err) {
-        this.#failed(served, err);
+      } catch {
+        // Told already: the pool's startFailed (see #watch). Said here too, it was logged twice.
         return;
       }
       await this.#import(served);
@@ -185,9 +185,10 @@ export class WorkerServers extends EventEmitter<WorkerServersEvents> {
       served.pool = this.#newPool(served.config);
       served.state = 'starting';
       this.#watch(served);
+      // A failure is told by the pool's startFailed (see #watch).
       served.pool.start().then(
         () => this.#import(served),
-        (err: unknown) => this.#failed(served, err),
+        () => undefined,
       );
     }, this.#o.reviveAfterMs ?? REVIVE_AFTER_MS);
     served.reviveTimer.unref();
@@ -208,9 +209,10 @@ export class WorkerServers extends EventEmitter<WorkerServersEvents> {
     });
     pool.on('startFailed', ({ error }) => this.#failed(served, error));
     pool.on('stopped', ({ error }) => {
-      log.error({ server: config.name, err: error, retryInMs: this.#o.reviveAfterMs ?? REVIVE_AFTER_MS }, 'MCP server crash-looped; its tools are withdrawn until it is tried again');
+      const text = failureText(config, error);
+      log.error({ server: config.name, err: text, retryInMs: this.#o.reviveAfterMs ?? REVIVE_AFTER_MS }, 'MCP server crash-looped; its tools are withdrawn until it is tried again');
       served.state = 'stopped';
-      served.error = error.message;
+      served.error = text;
       this.#setTools(served, []);
       this.#revive(served);
     });
@@ -221,7 +223,7 @@ export class WorkerServers extends EventEmitter<WorkerServersEvents> {
   }
 
   #failed(served: Served, err: unknown): void {
-    const message = err instanceof Error ? err.message : String(err);
+    const message = failureText(served.config, err);
     served.error = message;
     if (served.state === 'starting') served.state = 'down';
     this.#o.log.warn({ server: served.config.name, err: message }, 'MCP server could not be started; its tools are left out until it can');
@@ -267,6 +269,23 @@ export class WorkerServers extends EventEmitter<WorkerServersEvents> {
     served.tools = tools;
     if (listingOf(tools) !== before && !this.#closed) this.emit('toolsChanged');
   }
+}
+
+/**
+ * A server's failure as `/readyz` and the worker's log say it, to an operator. An UNAVAILABLE's message ends with
+ * advice for a caller ("send the request again in a moment") that means nothing there: it is said as the server
+ * and its reason. Any other failure, as its message.
+ */
+function failureText(config: McpServerConfig, err: unknown): string {
+  if (!isFleetError(err) || err.code !== ErrorCode.UNAVAILABLE || typeof err.details.reason !== 'string') return err instanceof Error ? err.message : String(err);
+  return `MCP server '${config.name}' (${whereOf(config.transport)}): ${err.details.reason}`;
+}
+
+/** A server for its operator: its command, or its URL as its sessions name it (origin and path: no query). */
+function whereOf(transport: McpServerConfig['transport']): string {
+  if (transport.kind === 'stdio') return transport.command;
+  const url = new URL(transport.url);
+  return `${url.origin}${url.pathname}`;
 }
 
 /** Why a server's listing gives a worker of `lane` no tool to serve. */
