@@ -1,6 +1,9 @@
 import { randomUUID } from 'node:crypto';
+import { renameSync } from 'node:fs';
+import { join } from 'node:path';
 import { FleetClient } from '@forge-fleet/client';
 import { afterEach, describe, expect, it } from 'vitest';
+import { PYTHON_SCRIPT } from '../fixtures/mcp/python-server.js';
 import { McpTestDir } from '../fixtures/mcp/servers-files.js';
 import { sample } from '../fixtures/prometheus.js';
 import { type FleetProcess, TestFleet } from '../fixtures/fleet.js';
@@ -83,5 +86,64 @@ describe('calls waiting in a worker for an MCP instance', () => {
     expect(code, first.output().slice(-3000)).toBe(0);
     // The running call had the shutdown's grace period (1 s here) to end, and did not.
     await expectOnlyTheRunningCallLost(client, ids);
+  }, 60_000);
+
+  it("hands back the calls of a batch that find their server's slots all taken, so an idle worker runs them", async () => {
+    fleet = new TestFleet();
+    dir = new McpTestDir('mcp-batch-split');
+    const servers = dir.write({ py: dir.python('py.runs', { instances: { min: 1, max: 1 }, callsPerInstance: 1 }) });
+    await Promise.all([0, 1].map(() => fleet.worker({ tier: 'host', tools: false, mcp: servers, concurrency: 8 })));
+    const dispatcher = await fleet.dispatcher({ FORGE_DEV_MODE: '0' });
+    const token = await fleet.token({ subject: 'batch-split', grants: ['py.*'] });
+    const client = new FleetClient({ url: dispatcher.url, token, timeoutMs: CALL_TIMEOUT_MS });
+    clients.push(client);
+    await until('the py tools to be served by both workers', async () => {
+      const metrics = await (await fetch(`${dispatcher.url}/metrics`)).text();
+      return sample(metrics, 'forge_workers', { tier: 'host' }) === 2;
+    }, { timeoutMs: 20_000 });
+    // One request, one job: a dispatcher sends calls admitted together for one pack as one job, to one worker.
+    const keys = ['b1', 'b2', 'b3', 'b4'];
+    const res = await fetch(`${dispatcher.url}/v1/calls/batch?wait=${CALL_TIMEOUT_MS}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ calls: keys.map((key) => ({ name: 'py.wait', arguments: { ms: 1000, key } })) }),
+    });
+    const lines = (await res.text()).split('\n').filter((line) => line.trim() !== '').map((line) => JSON.parse(line) as { status: string });
+    expect(lines.map((l) => l.status)).toEqual(['completed', 'completed', 'completed', 'completed']);
+    // Both workers' instances ran some: the one that took the job kept what its one slot could run and handed back the rest.
+    const pids = new Set(dir.runs('py.runs').filter((r) => r.event === 'start').map((r) => r.pid));
+    expect(pids.size).toBe(2);
+    expect(dir.runs('py.runs').filter((r) => r.event === 'start')).toHaveLength(4);
+  }, 60_000);
+
+  it('ends NO_WORKER, not started, a call waiting for a server that then fails to come back', async () => {
+    fleet = new TestFleet();
+    dir = new McpTestDir('mcp-server-gone');
+    const servers = dir.write({ py: dir.python('py.runs', { instances: { min: 1, max: 1 }, callsPerInstance: 1, restartBackoff: { initialMs: 100, maxMs: 200 }, crashLoop: { failures: 2, windowMs: 60_000 } }) });
+    await fleet.worker({ tier: 'host', tools: false, mcp: servers, concurrency: 8 });
+    const dispatcher = await fleet.dispatcher({ FORGE_DEV_MODE: '0' });
+    const client = new FleetClient({ url: dispatcher.url, token: await fleet.token({ subject: 'server-gone', grants: ['py.*'] }), timeoutMs: CALL_TIMEOUT_MS });
+    clients.push(client);
+    await until('the py tools to be served', async () => (await client.tools()).some((t) => t.name === 'py.wait'), { timeoutMs: 20_000 });
+    const running = randomUUID();
+    await client.submit('py.wait', { ms: 60_000, key: 'running' }, { id: running });
+    await until('the call to run on the server', () => dir.runs('py.runs').some((r) => r.key === 'running' && r.event === 'start'));
+    const waiting = randomUUID();
+    await client.submit('py.wait', { ms: 50, key: 'waiting' }, { id: waiting });
+    // The server's script goes away and its process dies: it cannot come back, and the pool crash-loops.
+    renameSync(join(dir.pythonDir, PYTHON_SCRIPT), join(dir.pythonDir, `${PYTHON_SCRIPT}.gone`));
+    const pid = dir.runs('py.runs').find((r) => r.key === 'running')!.pid;
+    process.kill(pid, 'SIGKILL');
+    const lost = await client.wait(running);
+    expect(lost.error?.code, JSON.stringify(lost)).toBe('MCP_SERVER_LOST');
+    // It never reached the server: FleetClient throws it, as any call whose tool never ran.
+    const gone = await client.wait(waiting).then((r) => JSON.stringify(r), (e: unknown) => e);
+    expect(gone, String(gone)).toMatchObject({ code: 'NO_WORKER' });
+    expect(dir.runs('py.runs').some((r) => r.key === 'waiting')).toBe(false);
+    // With its server's tools withdrawn, the same id again answers for the call it names, never "no worker: call again".
+    await until('py.wait to be withdrawn', async () => !(await client.tools()).some((t) => t.name === 'py.wait'), { timeoutMs: 20_000 });
+    const again = await client.call('py.wait', { ms: 60_000, key: 'running' }, { id: running });
+    expect(again.error?.code, JSON.stringify(again)).toBe('MCP_SERVER_LOST');
+    expect(dir.runs('py.runs').filter((r) => r.key === 'running' && r.event === 'start')).toHaveLength(1);
   }, 60_000);
 });

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { ApprovalHandler, CallProgress, CallView, RiskSignalQueue, SubmitCallRequest, ToolCall } from '@forge-fleet/shared';
+import { type ApprovalHandler, type CallProgress, type CallView, isFleetError, type RiskSignalQueue, type SubmitCallRequest, type ToolCall } from '@forge-fleet/shared';
 import { type FleetKeys } from '@forge-fleet/store';
 import type { CallStore, ReplyInbox, TierQueues } from '@forge-fleet/store';
 import type { ToolTracer, TraceCarrier } from '@forge-fleet/telemetry';
@@ -90,8 +90,18 @@ export class CallService {
   }
 
   async #submit(call: ToolCall, request: SubmitCallRequest, caller: Caller, waitMs: number, signal: AbortSignal | undefined, trace: TraceCarrier | undefined): Promise<CallView> {
-    const admitted = await this.#admission.admit(call, request, caller);
-    return this.#submitter.submit({ call, admitted, request, caller, waitMs, signal, trace });
+    try {
+      const admitted = await this.#admission.admit(call, request, caller);
+      return await this.#submitter.submit({ call, admitted, request, caller, waitMs, signal, trace });
+    } catch (error) {
+      // The same id again answers for its call even while its tool has no worker (its MCP server is down): a caller
+      // told NO_WORKER "then call again" would otherwise run again a call that had already run.
+      if (request.id !== undefined && isFleetError(error) && (error.code === 'NO_WORKER' || error.code === 'TOOL_NOT_FOUND')) {
+        const existing = await this.#submitter.existing(call, caller, waitMs, signal);
+        if (existing !== undefined) return existing;
+      }
+      throw error;
+    }
   }
 
   /**

@@ -171,6 +171,19 @@ export class CallSubmitter {
   }
 
   /**
+   * The call a submission's id names, when its tool cannot take a new call now (no live worker serves it, or it
+   * left the catalog): a resubmission of the caller's own call with the same tool and arguments answers for that
+   * call as it does while the tool is served, since the tool runs once per id. `undefined` when there is no such
+   * call: the refusal stands.
+   */
+  async existing(call: ToolCall, caller: Caller, waitMs: number, signal?: AbortSignal): Promise<CallView | undefined> {
+    const d = this.#d;
+    const record = await d.store.get(call.id);
+    if (record === undefined || !ownedBy(record, caller) || conflictOf(record, call, requestHash(call.name, call.arguments)) !== undefined) return undefined;
+    return d.answers.getListening(call.id, caller, d.answers.listen(call.id, waitMs, signal));
+  }
+
+  /**
    * A resubmission of a call still queued well after its submission re-enqueues
    * it: its record may have been written without its job (the two leave in one
    * write, but Redis can die between them), and then nothing would ever run it.

@@ -2,7 +2,7 @@ import { type BlocksResult, blocksResult, ExecutionFailedError, isFleetError, Mc
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
 import { BIND_CALLER, type CallerBoundExecutor } from '../tools/caller-executor.js';
-import { RESERVE_SLOT, type ReservedRun, type SlotReservingExecutor } from '../tools/slot-reserve.js';
+import { RESERVE_SLOT, type ReservedRun, SLOTS_FULL, type SlotReservingExecutor } from '../tools/slot-reserve.js';
 import type { McpPoolSlot, McpServerPool } from './server-pool.js';
 
 /** What a fleet tool needs to know of the server tool behind it. */
@@ -51,6 +51,10 @@ export class McpToolExecutor implements CallerBoundExecutor, SlotReservingExecut
 
   [BIND_CALLER](caller: string | undefined): ToolExecutor {
     return caller === this.caller ? this : new McpToolExecutor(this.name, this.target, this.pool, this.log, caller);
+  }
+
+  [SLOTS_FULL](caller: string | undefined): boolean {
+    return this.pool.isFull(this.pool.options.session === 'perCaller' ? (caller ?? '') : undefined);
   }
 
   async [RESERVE_SLOT](caller: string | undefined, onCancellable: (cancel: (reason: unknown) => void) => void): Promise<ReservedRun> {

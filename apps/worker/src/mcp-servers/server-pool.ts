@@ -219,6 +219,22 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
     return new ReservedSlot(this, entry, () => this.#release(entry));
   }
 
+  /**
+   * Whether a call of `caller` would wait for a slot that only a running call's end (or a session's reaping) frees:
+   * every usable instance at `callsPerInstance`, or calls already waiting, and no further instance to start within
+   * `max`. A `perCaller` caller with a session here is never told so: its calls belong on its instance. A pool that is
+   * not running is not full (its calls fail at once, as they must).
+   */
+  isFull(caller: string | undefined): boolean {
+    if (this.#state !== 'running') return false;
+    const { max, callsPerInstance } = this.options.instances;
+    const perCaller = this.options.session === 'perCaller' && caller !== undefined;
+    if (perCaller && this.#sessions.has(caller)) return false;
+    if (this.#liveCount() < max) return false;
+    const usable = [...this.#entries].filter((e) => !e.retiring && e.instance.alive && e.inFlight < callsPerInstance && (!perCaller || e.caller === undefined));
+    return usable.length === 0 || (!perCaller && this.#waiters.length > 0);
+  }
+
   /** What the pool is doing now. */
   status(): McpServerPoolStatus {
     return {

@@ -285,7 +285,7 @@ export class WorkerPool {
         envelopes.map((envelope) => {
           governor.callAsks();
           return this.#slots.run(
-            () => runner.run(envelope, running),
+            () => runner.run(envelope, running, envelopes.length > 1),
             () => governor.govern(),
           );
         }),

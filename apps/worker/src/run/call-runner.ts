@@ -14,8 +14,10 @@ import {
   runExecutor,
   type Tier,
   type Tool,
+  NoWorkerError,
   ToolNotFoundError,
   type ToolResult,
+  UnavailableError,
   WorkerLostError,
 } from '@forge-fleet/shared';
 import type { CallStore, RedisRiskSignalQueue } from '@forge-fleet/store';
@@ -24,7 +26,7 @@ import type { Queue } from 'bullmq';
 import type { Logger } from 'pino';
 import type { CallAnswers } from '../answer/call-answers.js';
 import { executorForCaller } from '../tools/caller-executor.js';
-import { type ReservedRun, type ReserveSlot, slotReserverOf } from '../tools/slot-reserve.js';
+import { type ReservedRun, type SlotReserver, slotReserverOf } from '../tools/slot-reserve.js';
 import { ActiveRun } from './active-run.js';
 import { durableStep } from './durable-step.js';
 import { afterLostRun, afterRun, mayRun, type RunFacts } from './retry-policy.js';
@@ -111,8 +113,13 @@ export class CallRunner {
     for (const waiting of this.#reserving.values()) waiting.stop(new WorkerLostError('call', 'shutdown'));
   }
 
-  /** Runs one call of a job; `jobCalls` holds the job's running calls, for the job's cancellation. */
-  async run(envelope: CallEnvelope, jobCalls: Set<ActiveRun>): Promise<void> {
+  /**
+   * Runs one call of a job; `jobCalls` holds the job's running calls, for the job's cancellation. `inBatch`: the job
+   * carries other calls too (a dispatcher's batch goes to one worker whole): one whose tool's slots are all taken
+   * here goes back to the queue, for a worker with free ones, instead of waiting here (a call of a job of its own
+   * waits: handing it back could only bring it back, to this worker or another as full).
+   */
+  async run(envelope: CallEnvelope, jobCalls: Set<ActiveRun>, inBatch = false): Promise<void> {
     const d = this.#d;
     const { call } = envelope;
     const log = lazyChild(d.log, { callId: call.id, tool: call.name, tier: d.tier });
@@ -136,11 +143,18 @@ export class CallRunner {
       await d.answers.fail(envelope, new ToolNotFoundError(call.name, { known: [...d.tools.keys()] }));
       return;
     }
-    const reserve = slotReserverOf(tool.executor);
+    const reserver = slotReserverOf(tool.executor);
     let reserved: ReservedRun | undefined;
-    if (reserve !== undefined) {
-      const got = await this.#reserve(envelope, reserve, log);
+    if (reserver !== undefined) {
+      const got = inBatch && reserver.full(envelope.caller) ? await this.#handBack(envelope, 'its tool has no free slot here', log) : await this.#reserve(envelope, reserver, log);
       if (got === 'handed back' || got === 'already waiting') return;
+      if (got instanceof UnavailableError) {
+        // What runs the tool is down (an MCP server that does not start, or crash-looped): the call never started,
+        // and ends as a call no worker can run does, not as a run that failed.
+        await d.answers.fail(envelope, new NoWorkerError(call.name, d.queue, { lane: { tier: d.tier, pool: d.pool } }), 'queued');
+        log.warn({ reason: got.message }, 'call not started: what runs its tool is down');
+        return;
+      }
       reserved = got;
     }
     try {
@@ -152,12 +166,11 @@ export class CallRunner {
 
   /**
    * Waits for a slot before the start step (see slot-reserve.ts). A wait that
-   * is stopped by a cancel, or fails (the server's pool stopped), leaves the
-   * call to the start step and the run, which say what became of it; one
-   * stopped by a shutdown hands the call back to the queue.
+   * is stopped by a cancel leaves the call to the start step, which says what
+   * became of it; one stopped by a shutdown hands the call back to the queue;
+   * one that fails because what runs the tool is down gives that error.
    */
-  async #reserve(envelope: CallEnvelope, reserve: ReserveSlot, log: Pick<Logger, 'info' | 'warn' | 'error'>): Promise<ReservedRun | 'handed back' | 'already waiting' | undefined> {
-    const d = this.#d;
+  async #reserve(envelope: CallEnvelope, { reserve }: SlotReserver, log: Pick<Logger, 'info' | 'warn' | 'error'>): Promise<ReservedRun | UnavailableError | 'handed back' | 'already waiting' | undefined> {
     const { call } = envelope;
     // A job that came back while its first copy still waits here (its lock lapsed): that copy goes on with the call.
     if (this.#reserving.has(call.id)) {
@@ -170,17 +183,26 @@ export class CallRunner {
       const slot = reserve(envelope.caller, (cancel) => waiting.attach(cancel));
       if (this.#handingBack) waiting.stop(new WorkerLostError('call', 'shutdown'));
       return await slot;
-    } catch {
-      if (!(waiting.stoppedFor instanceof WorkerLostError)) return undefined;
+    } catch (err) {
+      if (!(waiting.stoppedFor instanceof WorkerLostError)) return err instanceof UnavailableError ? err : undefined;
     } finally {
       this.#reserving.delete(call.id);
     }
-    // Handed back: a job of its own on the pack's queue, as a retry is; the id is fixed by the call and this worker,
-    // so an add that landed but lost its answer is not added twice when sent again.
+    return this.#handBack(envelope, 'shutdown', log);
+  }
+
+  /**
+   * A call that has not started goes back to the pack's queue, as a job of its own (as a retry does); `undefined`
+   * when that fails, and the call then waits for its slot here.
+   */
+  async #handBack(envelope: CallEnvelope, why: string, log: Pick<Logger, 'info' | 'warn' | 'error'>): Promise<'handed back' | undefined> {
+    const d = this.#d;
+    const { call } = envelope;
+    // The id is fixed by the call and this worker, so an add that landed but lost its answer is not added twice.
     try {
       const jobId = `h-${envelope.token ?? call.id}-${d.workerId}`;
       await durableStep('hand back', call.id, () => d.retryQueue().add(call.name, envelope, { jobId, removeOnComplete: true, removeOnFail: { age: 24 * 3600 } }), log);
-      log.info('call handed back to the queue before it started (shutdown)');
+      log.info({ why }, 'call handed back to the queue before it started');
       return 'handed back';
     } catch (err) {
       // Not handed back: it runs here, within the shutdown's grace period, as a call taken before the shutdown does.

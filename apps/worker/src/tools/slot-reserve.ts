@@ -26,13 +26,31 @@ export interface ReservedRun {
  */
 export type ReserveSlot = (caller: string | undefined, onCancellable: (cancel: (reason: unknown) => void) => void) => Promise<ReservedRun>;
 
+/**
+ * Marks the question "would a call of this caller wait for a slot that only
+ * a running call's end (or a session's reaping) frees?": every slot taken and
+ * no more instances to start. A worker that took a batch of calls hands such
+ * calls back to the queue rather than hold them, so that another worker with
+ * free slots takes them (see CallRunner).
+ */
+export const SLOTS_FULL: unique symbol = Symbol.for('forge.slotsFull');
+
 /** An executor that reserves a slot before its call starts. */
 export interface SlotReservingExecutor extends ToolExecutor {
   readonly [RESERVE_SLOT]: ReserveSlot;
+  [SLOTS_FULL](caller: string | undefined): boolean;
+}
+
+/** How to reserve a slot for an executor's calls, and whether one would wait. */
+export interface SlotReserver {
+  readonly reserve: ReserveSlot;
+  full(caller: string | undefined): boolean;
 }
 
 /** How to reserve a slot for `executor`'s calls, or `undefined` for an executor that runs them at once. */
-export function slotReserverOf(executor: ToolExecutor): ReserveSlot | undefined {
-  const reserve = (executor as Partial<SlotReservingExecutor>)[RESERVE_SLOT];
-  return reserve === undefined ? undefined : reserve.bind(executor);
+export function slotReserverOf(executor: ToolExecutor): SlotReserver | undefined {
+  const reserving = executor as Partial<SlotReservingExecutor>;
+  const reserve = reserving[RESERVE_SLOT];
+  if (reserve === undefined) return undefined;
+  return { reserve: reserve.bind(executor), full: (caller) => reserving[SLOTS_FULL]?.(caller) === true };
 }
