@@ -1,13 +1,15 @@
 import { McpServerLostError, UnavailableError } from '@forge-fleet/shared';
-import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { McpError, ErrorCode as McpErrorCode } from '@modelcontextprotocol/sdk/types.js';
+import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { type CallToolResult, McpError, ErrorCode as McpErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import type { McpHttpLaunch } from './pool-options.js';
 import { redactSecrets, revealAll } from './secret-value.js';
 import { boundedFetch } from './bounded-fetch.js';
 import { MODERN_ONLY, MODERN_REVISION } from './modern-era.js';
 import type { ParamHeader } from './modern-http-headers.js';
 import { ModernHttpTransport } from './modern-http-transport.js';
-import { answeredRevision, isMcpError, refusedRevisions, revisionRefusal, UpstreamInstance, type UpstreamHooks } from './upstream-instance.js';
+import { SessionExpiredError } from './session-expired.js';
+import { SessionHttpTransport } from './session-transport.js';
+import { answeredRevision, isMcpError, type McpCallOptions, refusedRevisions, revisionRefusal, UpstreamInstance, type UpstreamHooks } from './upstream-instance.js';
 
 /** How long ending a session may wait for the upstream to answer its DELETE: one that hangs must not hold up a worker's shutdown. */
 const TERMINATE_TIMEOUT_MS = 5_000;
@@ -23,8 +25,12 @@ const MIN_REDACTED_PART = 8;
  * client and StreamableHTTPClientTransport. The pool treats it as it treats a
  * process: `min`/`max`/`callsPerInstance` count sessions, a `perCaller`
  * caller gets a session of its own, and a session that the upstream loses
- * (the connection drops, the upstream forgets it and answers 404, or cannot be
- * reached) ends, so that the pool replaces it with its restart backoff.
+ * (the connection drops, a stream breaks off, or it cannot be reached) ends,
+ * so that the pool replaces it with its restart backoff. A session the
+ * upstream ended (it answers 404 to its id: an idle timeout, a restart) ends
+ * as expected, no failure of the server, and a call it answered so did not
+ * run: it fails with SessionExpiredError, which may be sent again on a new
+ * session (see session-transport.ts for what tells these apart).
  * Closing it terminates the session with a DELETE; nothing is killed.
  *
  * An upstream that speaks only MCP 2026-07-28 refuses the SDK's 2025-era
@@ -38,7 +44,7 @@ const MIN_REDACTED_PART = 8;
  * SDK error travels as a `cause` (its text may quote the upstream's answer).
  */
 export class HttpMcpInstance extends UpstreamInstance {
-  readonly #transport: StreamableHTTPClientTransport | ModernHttpTransport;
+  readonly #transport: SessionHttpTransport | ModernHttpTransport;
   /** The URL for people: origin and path, without a query that might carry a key. */
   readonly #where: string;
   /** Why the session was lost, once it was. */
@@ -56,7 +62,7 @@ export class HttpMcpInstance extends UpstreamInstance {
     this.secrets = secretsOf(Object.values(headers));
     // Bounded answers (bounded-fetch.ts): an upstream's one huge answer fails its call, not the worker.
     const fetch = boundedFetch(launch.maxMessageBytes);
-    this.#transport = modern ? new ModernHttpTransport(url, headers, fetch, paramHeadersFor(launch)) : new StreamableHTTPClientTransport(url, { requestInit: { headers }, fetch });
+    this.#transport = modern ? new ModernHttpTransport(url, headers, fetch, paramHeadersFor(launch)) : new SessionHttpTransport(url, { requestInit: { headers }, fetch });
     // Set before connect, which chains its own handler after this one: the transport reports here what it does not throw.
     this.#transport.onerror = (err) => this.#onTransportError(err);
   }
@@ -84,7 +90,8 @@ export class HttpMcpInstance extends UpstreamInstance {
       const reason = isMcpError(err, McpErrorCode.RequestTimeout) ? `it did not answer initialize within ${launch.startupTimeoutMs} ms` : instance.#startFailure(err);
       throw new UnavailableError(reason, { what: `MCP server '${server}' (${instance.#where})` });
     }
-    instance.client.onclose = () => instance.markEnded(instance.expected ? '' : instance.#lostDetail);
+    // Empty for a session this object closed; a session the upstream ended (expected too) says so.
+    instance.client.onclose = () => instance.markEnded(instance.#lostDetail);
     instance.#open = true;
     return instance;
   }
@@ -119,6 +126,23 @@ export class HttpMcpInstance extends UpstreamInstance {
     void this.close();
   }
 
+  /**
+   * {@link UpstreamInstance.callTool}, telling a call that the upstream answered 404 to its session id (the session
+   * ended) from one that may have run: the first fails with SessionExpiredError instead of McpServerLostError.
+   */
+  override async callTool(name: string, args: Record<string, unknown>, options: McpCallOptions): Promise<CallToolResult> {
+    const transport = this.#transport;
+    if (!(transport instanceof SessionHttpTransport)) return super.callTool(name, args, options);
+    // An object only this call holds: the transport finds the call's request by it.
+    const sent = { ...args };
+    try {
+      return await super.callTool(name, sent, options);
+    } catch (err) {
+      if (err instanceof McpServerLostError && transport.notRun(sent)) throw new SessionExpiredError(options.label ?? name, this.server, this.id, { cause: err });
+      throw err;
+    }
+  }
+
   protected override lost(toolName: string, cause?: unknown): McpServerLostError {
     return new McpServerLostError(toolName, this.server, this.id, cause === undefined ? {} : { cause: this.causeOf(cause) });
   }
@@ -144,6 +168,8 @@ export class HttpMcpInstance extends UpstreamInstance {
     const answered = answeredRevision(err);
     if (answered !== undefined) return answered;
     if (err instanceof StreamableHTTPError && err.code !== undefined && err.code > 0) return `it answered initialize with HTTP ${err.code}`;
+    // It was reached, and answered with an error of its own (redacted, as every message is): not a network failure.
+    if (err instanceof McpError && err.code !== (McpErrorCode.ConnectionClosed as number)) return `it refused the handshake: it answered initialize with ${this.describe(err)}`;
     return `it cannot be reached: ${this.describe(err)}`;
   }
 
@@ -151,8 +177,24 @@ export class HttpMcpInstance extends UpstreamInstance {
   #onTransportError(err: Error): void {
     // Before the session is open, `start` sees the same failure as its connect's rejection.
     if (!this.#open || this.expected || !this.alive || !sessionIsGone(err)) return;
-    this.#lostDetail = `the session was lost: ${this.describe(err)}`;
+    if (this.#upstreamEnded(err)) {
+      // The session's end, not a failure of the server: the pool replaces it without counting it towards a crash loop.
+      this.expected = true;
+      this.#lostDetail = 'the upstream ended the session: it answered HTTP 404 to its session id';
+    } else {
+      this.#lostDetail = `the session was lost: ${this.describe(err)}`;
+    }
     void this.client.close();
+  }
+
+  /**
+   * Whether `err` is the upstream's 404 to the session's id, after it answered a request of the session: MCP's
+   * way of ending a session. One that forgets a session before answering anything on it keeps none, and fails as
+   * before: else the pool would open sessions with it without end, never backing off (each new one is listed).
+   */
+  #upstreamEnded(err: Error): boolean {
+    const transport = this.#transport;
+    return err instanceof StreamableHTTPError && err.code === 404 && transport instanceof SessionHttpTransport && transport.sessionId !== undefined && transport.answered;
   }
 
   #redact(text: string): string {

@@ -3,7 +3,8 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
 import { BIND_CALLER, type CallerBoundExecutor } from '../tools/caller-executor.js';
 import { RESERVE_SLOT, type ReservedRun, SLOTS_FULL, type SlotReservingExecutor } from '../tools/slot-reserve.js';
-import type { McpPoolSlot, McpServerPool } from './server-pool.js';
+import type { McpPoolCall, McpPoolSlot, McpServerPool } from './server-pool.js';
+import { isSessionExpired } from './session-expired.js';
 
 /** What a fleet tool needs to know of the server tool behind it. */
 export interface McpToolTarget {
@@ -65,28 +66,37 @@ export class McpToolExecutor implements CallerBoundExecutor, SlotReservingExecut
 
   async execute(call: ToolCall, ctx: ToolContext): Promise<ToolResult> {
     const { server, tool } = this.target;
+    const request: McpPoolCall = {
+      tool,
+      arguments: call.arguments,
+      // A session per caller needs one; anonymous (dev-mode) callers share the session named for no one.
+      ...(this.pool.options.session === 'perCaller' ? { caller: this.caller ?? '' } : {}),
+      signal: ctx.signal,
+      onProgress: (p) => {
+        try {
+          ctx.progress({ progress: p.progress, total: p.total, message: p.message });
+        } catch (err) {
+          // The server's report, not the fleet's bug: a malformed one is dropped, the call goes on.
+          this.log.warn({ err, server, tool }, 'MCP server sent a malformed progress notification; dropped');
+        }
+      },
+      ...(this.target.timeoutMs === undefined ? {} : { timeoutMs: this.target.timeoutMs }),
+      ...(this.target.asTask === true ? { asTask: true } : {}),
+      label: this.name,
+    };
     let raw: CallToolResult;
     try {
-      raw = await this.pool.call({
-        tool,
-        arguments: call.arguments,
-        // A session per caller needs one; anonymous (dev-mode) callers share the session named for no one.
-        ...(this.pool.options.session === 'perCaller' ? { caller: this.caller ?? '' } : {}),
-        signal: ctx.signal,
-        onProgress: (p) => {
-          try {
-            ctx.progress({ progress: p.progress, total: p.total, message: p.message });
-          } catch (err) {
-            // The server's report, not the fleet's bug: a malformed one is dropped, the call goes on.
-            this.log.warn({ err, server, tool }, 'MCP server sent a malformed progress notification; dropped');
-          }
-        },
-        ...(this.target.timeoutMs === undefined ? {} : { timeoutMs: this.target.timeoutMs }),
-        ...(this.target.asTask === true ? { asTask: true } : {}),
-        label: this.name,
-      }, this.slot);
+      raw = await this.pool.call(request, this.slot);
     } catch (err) {
-      throw this.#forCaller(err);
+      // A call the upstream answered 404 to its ended session did not run (MCP Streamable HTTP): it is sent once more,
+      // on a new session (in perCaller mode the caller's new one; the slot reserved on the ended session went with it).
+      // No other failure is sent again: a call that may have run must not run twice.
+      if (!isSessionExpired(err)) throw this.#forCaller(err);
+      try {
+        raw = await this.pool.call(request);
+      } catch (again) {
+        throw this.#forCaller(again);
+      }
     }
     return resultOf(call, raw, server);
   }
