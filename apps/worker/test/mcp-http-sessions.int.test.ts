@@ -174,6 +174,8 @@ describe('sessions with a Streamable HTTP upstream that ends them (HTTP 404 to t
     await run(pool, 'session');
     const failure = await rejectionOf(run(pool, 'expire_now'));
     expect(failure).toMatchObject({ code: 'MCP_SERVER_LOST', details: { server: 'up', toolName: 'up.expire_now' } });
+    // It did not run, and says so (not "whether it took effect is unknown").
+    expect((failure as Error).message).toMatch(/did not run/);
     // Once, and once again: no more.
     expect(countsOf(upstream, 'expire_now')).toEqual({ ran: 0, notFound: 2 });
     expect(inspect(failure, { depth: 20 })).not.toContain(TOKEN);

@@ -1,7 +1,10 @@
+import { getEventListeners } from 'node:events';
+import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
-import { describe, expect, it } from 'vitest';
-import { tooLargeBytes } from './answer-lines.js';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { notAnAnswer, tooLargeBytes } from './answer-lines.js';
 import { boundedEvents, boundedFetch, requestIdsOf } from './bounded-fetch.js';
+import { CANCEL_GRACE_MS } from './request-posts.js';
 
 const text = (bytes: Uint8Array[]): string => Buffer.concat(bytes).toString('utf8');
 
@@ -76,6 +79,37 @@ describe('boundedEvents', () => {
   it('passes an unfinished last event on, as it came', async () => {
     expect((await throughEvents(['data: a\n\ndata: b\n'], [], 64)).out).toBe('data: a\n\ndata: b\n');
   });
+
+  it("answers each request of a POST stream that ends without its response with the worker's own error, at the end, and only those", async () => {
+    const progress = 'data: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}\n\n';
+    for (const events of [[], ['data: not json at all\n\n'], ['data: {"jsonrpc":"2.0","id":999,"result":{}}\n\n'], [progress], ['event: other\ndata: {"jsonrpc":"2.0","id":7,"result":{}}\n\n']]) {
+      const { out } = await throughEvents(events, [7], 1024);
+      expect(out.startsWith(events.join(''))).toBe(true);
+      const made = out.slice(events.join('').length);
+      expect(made).toMatch(/^event: message\ndata: .*\n\n$/);
+      const answer = JSON.parse(made.slice('event: message\ndata: '.length)) as { id: number; error: { code: number; message: string; data: unknown } };
+      expect(answer.id).toBe(7);
+      expect(notAnAnswer(new McpError(answer.error.code, answer.error.message, answer.error.data))).toContain('ended without a response');
+    }
+    // None for a request answered on its stream (a bad answer too), for a stream the SDK resumes (an event with an id), or on the session stream.
+    const answered = ['data: {"jsonrpc":"2.0","method":"notifications/progress"}\n\n', 'data: {"jsonrpc":"2.0","id":7,"result":{"content":[]}}\n\n'];
+    expect((await throughEvents(answered, [7], 1024)).out).toBe(answered.join(''));
+    // Large answers are not parsed here: their id is found at their edges.
+    const large = `data: {"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"${'l'.repeat(70_000)}"}]}}\n\n`;
+    expect((await throughEvents([large], [7], 1024 * 1024)).out).toBe(large);
+    const largeLast = `data: {"result":{"content":[{"type":"text","text":"${'l'.repeat(70_000)}"}]},"jsonrpc":"2.0","id":"x-7"}\n\n`;
+    expect((await throughEvents([largeLast], ['x-7'], 1024 * 1024)).out).toBe(largeLast);
+    const nulled = (await throughEvents(['data: {"jsonrpc":"2.0","id":7,"result":null}\n\n'], [7], 1024)).out;
+    expect(nulled.match(/"id":7/g)).toHaveLength(1);
+    const primed = ['id: ev-1\ndata: \n\n'];
+    expect((await throughEvents(primed, [7], 1024)).out).toBe(primed.join(''));
+    expect((await throughEvents(['data: a\n\n'], [], 1024)).out).toBe('data: a\n\n');
+  });
+
+  it('drops an unfinished last event of a POST stream before the answer it makes up (the SSE parser drops it at the end anyway)', async () => {
+    const { out } = await throughEvents(['data: a\n\n', 'data: {"jsonrpc":"2.0","id":7,"res'], [7], 1024);
+    expect(out).toMatch(/^data: a\n\nevent: message\ndata: \{"jsonrpc":"2.0","id":7,"error"/);
+  });
 });
 
 describe('boundedFetch', () => {
@@ -97,10 +131,23 @@ describe('boundedFetch', () => {
   it('passes a JSON answer that declares a length within the bound as it is, and counts one that is compressed', async () => {
     const body = JSON.stringify({ jsonrpc: '2.0', id: 5, result: { content: [] } });
     const declared = String(Buffer.byteLength(body));
-    const upstream = answering([body], 'application/json', 200, { 'content-length': declared });
-    const original = await upstream('http://upstream/mcp');
+    let pulled = 0;
+    const source = new ReadableStream<Uint8Array>(
+      {
+        pull(controller) {
+          pulled += 1;
+          controller.enqueue(Buffer.from(body));
+          controller.close();
+        },
+      },
+      { highWaterMark: 0 },
+    );
+    const original = new Response(source, { headers: { 'content-type': 'application/json', 'content-length': declared } });
     const passed = await boundedFetch(1024, () => Promise.resolve(original))('http://upstream/mcp', { method: 'POST', body: request(5) });
-    expect(passed).toBe(original);
+    // Not read here: its bytes go to the reader as they come.
+    expect(pulled).toBe(0);
+    expect(passed.headers.get('content-length')).toBe(declared);
+    expect(await passed.json()).toEqual(JSON.parse(body));
     // Decoded by fetch, a compressed body may be any size whatever its declared length: it is read and counted.
     const big = JSON.stringify({ jsonrpc: '2.0', id: 6, result: { text: 'w'.repeat(200) } });
     const compressed = await boundedFetch(64, answering([big], 'application/json', 200, { 'content-length': '40', 'content-encoding': 'gzip' }))('http://upstream/mcp', { method: 'POST', body: request(6) });
@@ -113,6 +160,115 @@ describe('boundedFetch', () => {
     const response = await boundedFetch(64, answering(['e'.repeat(40_000), 'e'.repeat(40_000)], 'text/plain', 500))('http://upstream/mcp', { method: 'POST', body: request(4) });
     expect(response.status).toBe(500);
     expect((await response.text()).length).toBe(64 * 1024);
+  });
+});
+
+/** A fetch whose answers never end (or never come, with `headers: false`) until the request's signal aborts; records the requests, and each abort in order. */
+function hanging(options: { sse: boolean; headers?: boolean }): { upstream: FetchLike; log: string[] } {
+  const log: string[] = [];
+  const upstream: FetchLike = (_url, init) => {
+    const body = JSON.parse(bodyOf(init)) as { id?: number; method: string; params?: { requestId?: number } };
+    log.push(body.id === undefined ? `${body.method} ${body.params?.requestId}` : `request ${body.id}`);
+    if (body.id === undefined) return Promise.resolve(new Response(null, { status: 202 }));
+    const aborted = (): DOMException => {
+      log.push(`aborted ${body.id}`);
+      return new DOMException('This operation was aborted', 'AbortError');
+    };
+    if (options.headers === false) return new Promise<Response>((_resolve, reject) => init?.signal?.addEventListener('abort', () => reject(aborted())));
+    // As fetch does: an abort errors the body being read.
+    const stream = new ReadableStream<Uint8Array>({
+      start(controller) {
+        if (options.sse) controller.enqueue(Buffer.from('data: {"jsonrpc":"2.0","method":"notifications/progress"}\n\n'));
+        init?.signal?.addEventListener('abort', () => controller.error(aborted()));
+      },
+    });
+    return Promise.resolve(new Response(stream, { headers: { 'content-type': options.sse ? 'text/event-stream' : 'application/json' } }));
+  };
+  return { upstream, log };
+}
+
+const bodyOf = (init?: RequestInit): string => (typeof init?.body === 'string' ? init.body : '');
+
+const cancel = (id: number) => JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: 'timed out' } });
+
+/** All of a body, as text; rejects with what reading it throws. */
+const readAll = async (body: ReadableStream<Uint8Array> | null): Promise<string> => (body === null ? '' : new Response(body).text());
+
+describe('boundedFetch and a cancel', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it("aborts the cancelled request's POST once the cancel's POST is answered; its SSE answer then ends, quietly", async () => {
+    const { upstream, log } = hanging({ sse: true });
+    const bounded = boundedFetch(1024, upstream);
+    const response = await bounded('http://upstream/mcp', { method: 'POST', body: request(1) });
+    const read = readAll(response.body);
+    await bounded('http://upstream/mcp', { method: 'POST', body: request(2) });
+    await bounded('http://upstream/mcp', { method: 'POST', body: cancel(1) });
+    // The SDK's transport reads an error of the stream as a lost connection: an abort ends it as if the upstream had.
+    expect(await read).toBe('data: {"jsonrpc":"2.0","method":"notifications/progress"}\n\n');
+    expect(log).toEqual(['request 1', 'request 2', 'notifications/cancelled 1', 'aborted 1']);
+  });
+
+  it('aborts a POST still waiting for its headers, and a JSON answer being read', async () => {
+    for (const options of [{ sse: false, headers: false }, { sse: false }]) {
+      const { upstream, log } = hanging(options);
+      const bounded = boundedFetch(1024, upstream);
+      // What the transport does with the failure: the call has ended already.
+      const answer = bounded('http://upstream/mcp', { method: 'POST', body: request(3) }).then(
+        (r) => r.text(),
+        (err: unknown) => err,
+      );
+      await vi.waitFor(() => expect(log).toEqual(['request 3']));
+      await bounded('http://upstream/mcp', { method: 'POST', body: cancel(3) });
+      expect(await answer).toMatchObject({ name: 'AbortError' });
+      expect(log).toEqual(['request 3', 'notifications/cancelled 3', 'aborted 3']);
+    }
+  });
+
+  it('gives a cancel that the upstream does not take up CANCEL_GRACE_MS, then aborts it and the request', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    const { upstream, log } = hanging({ sse: true });
+    const unanswering = hanging({ sse: false, headers: false }).upstream;
+    const neverAnswered: FetchLike = (url, init) => (bodyOf(init).includes('cancelled') ? unanswering(url, { ...init, body: request(0) }) : upstream(url, init));
+    const bounded = boundedFetch(1024, neverAnswered);
+    const response = await bounded('http://upstream/mcp', { method: 'POST', body: request(4) });
+    const read = readAll(response.body);
+    const cancelled = bounded('http://upstream/mcp', { method: 'POST', body: cancel(4) }).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    await vi.advanceTimersByTimeAsync(CANCEL_GRACE_MS - 1);
+    expect(log).toEqual(['request 4']);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(await cancelled).toMatchObject({ name: 'AbortError' });
+    expect(await read).toContain('notifications/progress');
+    expect(log).toEqual(['request 4', 'aborted 4']);
+  });
+
+  it("follows the transport's own signal (aborted when it closes) while a POST is open, and no longer once its answer has ended", async () => {
+    const { upstream, log } = hanging({ sse: true });
+    const bounded = boundedFetch(1024, upstream);
+    const transport = new AbortController();
+    const response = await bounded('http://upstream/mcp', { method: 'POST', body: request(6), signal: transport.signal });
+    expect(getEventListeners(transport.signal, 'abort')).toHaveLength(1);
+    transport.abort();
+    expect(await readAll(response.body)).toContain('notifications/progress');
+    expect(log).toEqual(['request 6', 'aborted 6']);
+    expect(getEventListeners(transport.signal, 'abort')).toHaveLength(0);
+  });
+
+  it('forgets a request once its answer has ended: a late cancel aborts nothing', async () => {
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 5, result: { content: [] } });
+    let signal: AbortSignal | undefined;
+    const bounded = boundedFetch(1024, (url, init) => {
+      if (bodyOf(init).includes('"id":5')) signal = init?.signal ?? undefined;
+      return answering([body], 'application/json')(url);
+    });
+    expect(await (await bounded('http://upstream/mcp', { method: 'POST', body: request(5) })).json()).toEqual(JSON.parse(body));
+    await bounded('http://upstream/mcp', { method: 'POST', body: cancel(5) });
+    expect(signal?.aborted).toBe(false);
   });
 });
 

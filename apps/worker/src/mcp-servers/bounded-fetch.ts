@@ -1,5 +1,7 @@
 import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js';
+import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { badAnswer, MAX_MESSAGE_BYTES, tooLargeAnswer } from './answer-lines.js';
+import { cancelledIdsOf, RequestPosts } from './request-posts.js';
 
 /** What of an error body is read: it only goes into a message (a refusal's revisions, say), never whole. */
 const MAX_ERROR_BODY_BYTES = 64 * 1024;
@@ -27,19 +29,45 @@ type JsonRpcId = string | number;
  * - an error body is read up to {@link MAX_ERROR_BODY_BYTES}.
  *
  * Redirects and other answers pass unchanged: the transport reads only their headers.
+ *
+ * It also ends what the transport leaves open (request-posts.ts): a request
+ * whose cancel is sent — a call's timeout or cancel — has its POST aborted
+ * once the cancel has gone, and its answer ends as if the upstream had ended
+ * it. One fetch serves one connection (request ids are the connection's).
  */
 export function boundedFetch(maxBytes: number = MAX_MESSAGE_BYTES, base: FetchLike = fetch): FetchLike {
+  const posts = new RequestPosts();
   return async (url, init) => {
-    const response = await base(url, init);
-    if (response.body === null) return response;
-    if (response.status >= 400) return rebodied(response, response.body.pipeThrough(firstBytes(MAX_ERROR_BODY_BYTES)));
-    if (!response.ok) return response;
-    const type = (response.headers.get('content-type') ?? '').split(';')[0]?.trim().toLowerCase();
+    const signal = init?.signal ?? undefined;
+    const cancelled = cancelledIdsOf(init?.body);
+    if (cancelled.length > 0) return posts.cancel(cancelled, async (given) => bounded(await base(url, { ...init, signal: given }), [], maxBytes), signal);
     const ids = requestIdsOf(init?.body);
-    if (type === 'application/json') return boundedJson(response, response.body, ids, maxBytes);
-    if (type === 'text/event-stream') return rebodied(response, response.body.pipeThrough(boundedEvents(ids, maxBytes)));
-    return response;
+    if (ids.length === 0) return bounded(await base(url, init), ids, maxBytes);
+    const post = posts.open(ids, signal);
+    try {
+      const response = await bounded(await base(url, { ...init, signal: post.signal }), ids, maxBytes);
+      // A redirect's body is not read (the transport reads its headers): the POST that follows it is another.
+      if (response.body === null || (!response.ok && response.status < 400)) {
+        post.settle();
+        return response;
+      }
+      return rebodied(response, post.answer(response.body));
+    } catch (err) {
+      post.settle();
+      throw err;
+    }
   };
+}
+
+/** `response` with its body bounded as {@link boundedFetch} says, for a POST of requests `ids` (none: a notification's, the session's GET stream). */
+async function bounded(response: Response, ids: readonly JsonRpcId[], maxBytes: number): Promise<Response> {
+  if (response.body === null) return response;
+  if (response.status >= 400) return rebodied(response, response.body.pipeThrough(firstBytes(MAX_ERROR_BODY_BYTES)));
+  if (!response.ok) return response;
+  const type = (response.headers.get('content-type') ?? '').split(';')[0]?.trim().toLowerCase();
+  if (type === 'application/json') return boundedJson(response, response.body, ids, maxBytes);
+  if (type === 'text/event-stream') return rebodied(response, response.body.pipeThrough(boundedEvents(ids, maxBytes)));
+  return response;
 }
 
 /** The ids of the JSON-RPC requests in a POST's body (the transport sends one message or an array, as a string). */
@@ -142,6 +170,14 @@ const CR = 0x0d;
  * an event longer than `maxBytes` is dropped as it arrives. With `ids` (a
  * POST's stream) each of them is answered with an error at once and the
  * stream ends; without (the session's GET stream), the stream goes on.
+ *
+ * A POST's stream that ends without the response to one of its `ids` gets,
+ * at its end, the worker's own error answer to it ({@link endedUnanswered}):
+ * the SDK's transport waits on, and the call ended at its timeout (an
+ * empty stream, an event that is not JSON, a response to another request,
+ * only progress), where the same mistake as a JSON body fails at once. Not
+ * when an event carried an id: the transport resumes such a stream (a GET
+ * with its Last-Event-ID) for the response.
  */
 export function boundedEvents(ids: readonly JsonRpcId[], maxBytes: number): TransformStream<Uint8Array, Uint8Array> {
   /** The current event's chunks so far, and their bytes; while dropping, only counted. */
@@ -149,6 +185,10 @@ export function boundedEvents(ids: readonly JsonRpcId[], maxBytes: number): Tran
   let size = 0;
   let dropping = false;
   let terminated = false;
+  /** The requests not answered on the stream yet; the events with data passed on; whether one of them had an id. */
+  const waiting = new Set(ids);
+  let events = 0;
+  let resumable = false;
   /** The last byte seen was a line end (so another makes a blank line), and whether it was a CR (so an LF after it is the same line end). */
   let atLineEnd = false;
   let afterCr = false;
@@ -194,8 +234,16 @@ export function boundedEvents(ids: readonly JsonRpcId[], maxBytes: number): Tran
       if (start < chunk.length) take(chunk.subarray(start), controller);
     },
     flush(controller) {
-      // An unfinished event at the end goes on as it came: what becomes of it is the SSE parser's business, as without the bound.
-      end(controller);
+      if (waiting.size === 0 || resumable) {
+        // An unfinished event at the end goes on as it came: what becomes of it is the SSE parser's business, as without the bound.
+        end(controller);
+        return;
+      }
+      // The SSE parser drops an unfinished event at the end of a stream: dropped here, so that the answers made up are events of their own.
+      for (const id of waiting) {
+        const answer = endedUnanswered(id, events);
+        if (answer !== undefined) controller.enqueue(encoder.encode(`event: message\ndata: ${JSON.stringify(answer)}\n\n`));
+      }
     },
   });
 
@@ -219,8 +267,12 @@ export function boundedEvents(ids: readonly JsonRpcId[], maxBytes: number): Tran
   function end(controller: TransformStreamDefaultController<Uint8Array>): void {
     if (!dropping && parts.length > 0) {
       const event = parts.length === 1 ? (parts[0] as Uint8Array) : Buffer.concat(parts, size);
-      const fixed = size <= SCREENED_BYTES ? screenedEvent(Buffer.from(event.buffer, event.byteOffset, event.byteLength).toString('utf8')) : undefined;
-      controller.enqueue(fixed === undefined ? event : encoder.encode(fixed));
+      const bytes = Buffer.from(event.buffer, event.byteOffset, event.byteLength);
+      const facts = size <= SCREENED_BYTES ? smallEventFacts(bytes.toString('utf8'), waiting) : largeEventFacts(bytes, waiting);
+      if (facts.data) events += 1;
+      if (facts.resumable) resumable = true;
+      if (facts.answers !== undefined) waiting.delete(facts.answers);
+      controller.enqueue(facts.fixed === undefined ? event : encoder.encode(facts.fixed));
     }
     parts = [];
     size = 0;
@@ -228,14 +280,77 @@ export function boundedEvents(ids: readonly JsonRpcId[], maxBytes: number): Tran
   }
 }
 
-/** An SSE event whose data is an answer that is neither a result nor an error, as an event of the worker's own answer (see {@link screened}); else undefined. */
-function screenedEvent(event: string): string | undefined {
+/** What the SSE parser and the SDK's transport make of one whole event. */
+interface EventFacts {
+  /** It has data: the parser passes it on. */
+  readonly data: boolean;
+  /** It has an id: the transport may resume the stream after it. */
+  readonly resumable: boolean;
+  /** The request of those waiting that it is the response to. */
+  readonly answers?: JsonRpcId | undefined;
+  /** The event of the worker's own answer to pass on instead, for an answer that is neither a result nor an error (see {@link screened}). */
+  readonly fixed?: string | undefined;
+}
+
+/** The value of an SSE field line after its `name:` and the one space that may follow. */
+const fieldValue = (line: string, name: string): string => line.slice(line.startsWith(`${name}: `) ? name.length + 2 : name.length + 1);
+
+function smallEventFacts(event: string, waiting: ReadonlySet<JsonRpcId>): EventFacts {
   const data: string[] = [];
+  let type: string | undefined;
+  let id = '';
   for (const line of event.split(/\r\n|\r|\n/)) {
-    if (line.startsWith('data:')) data.push(line.slice(line.startsWith('data: ') ? 6 : 5));
-    else if (line.startsWith('event:') && line.slice(6).trim() !== 'message') return undefined;
+    if (line.startsWith('data:')) data.push(fieldValue(line, 'data'));
+    else if (line.startsWith('event:')) type = fieldValue(line, 'event');
+    else if (line.startsWith('id:')) id = fieldValue(line, 'id');
   }
-  if (data.length === 0) return undefined;
-  const fixed = screened(data.join('\n'));
-  return fixed === undefined ? undefined : `event: message\ndata: ${fixed}\n\n`;
+  const facts = { data: data.length > 0, resumable: data.length > 0 && id !== '' };
+  // The transport reads only events of type `message`.
+  if (data.length === 0 || (type !== undefined && type.trim() !== 'message')) return facts;
+  const text = data.join('\n');
+  const fixed = screened(text);
+  return { ...facts, answers: answeredId(text, waiting), ...(fixed === undefined ? {} : { fixed: `event: message\ndata: ${fixed}\n\n` }) };
+}
+
+/** The request of those waiting that the data of an event answers (a response, not a request of the upstream's own); else undefined. */
+function answeredId(data: string, waiting: ReadonlySet<JsonRpcId>): JsonRpcId | undefined {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(data);
+  } catch {
+    return undefined;
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed) || 'method' in parsed) return undefined;
+  const id = (parsed as { id?: unknown }).id;
+  return (typeof id === 'string' || typeof id === 'number') && waiting.has(id) ? id : undefined;
+}
+
+/** What of a large event's edges is read: its fields and a response's id sit at its start or end. */
+const EDGE_BYTES = 512;
+
+/**
+ * {@link smallEventFacts} for an event too large to parse twice (the transport parses it), read from its edges:
+ * a response's `id` comes first or last. One taken for an answer that was not would leave its call waiting; one
+ * missed gets a second answer, which the SDK's client drops as one for a request it no longer waits for.
+ */
+function largeEventFacts(event: Buffer, waiting: ReadonlySet<JsonRpcId>): EventFacts {
+  const edges = `${event.subarray(0, EDGE_BYTES).toString('utf8')}\n${event.subarray(-EDGE_BYTES).toString('utf8')}`;
+  const type = /^event:(.*)$/m.exec(edges)?.[1]?.trim();
+  const facts = { data: /^data:/m.test(edges), resumable: /^id: ?\S/m.test(edges) };
+  if ((type !== undefined && type !== 'message') || /"method"\s*:/.test(edges)) return facts;
+  for (const id of waiting) {
+    const quoted = JSON.stringify(id).replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+    if (new RegExp(`"id"\\s*:\\s*${quoted}\\s*[,}]`).test(edges)) return { ...facts, answers: id };
+  }
+  return facts;
+}
+
+/**
+ * The answer the worker makes up for request `id` whose SSE answer ended without its response, having passed on
+ * `events` events: its call fails at once, as one answered with neither a result nor an error does.
+ */
+function endedUnanswered(id: JsonRpcId, events: number): JSONRPCMessage | undefined {
+  const held = events === 0 ? 'no event' : `${events} event${events === 1 ? '' : 's'}, none of them the response`;
+  // badAnswer gives the reason it is told for an answer that is well formed: a stand-in here, never sent.
+  return badAnswer({ jsonrpc: '2.0', id, result: {} }, `the SSE stream of its answer ended without a response to the request (it held ${held})`);
 }

@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { BIND_CALLER, type CallerBoundExecutor } from '../tools/caller-executor.js';
 import { RESERVE_SLOT, type ReservedRun, SLOTS_FULL, type SlotReservingExecutor } from '../tools/slot-reserve.js';
 import type { McpPoolCall, McpPoolSlot, McpServerPool } from './server-pool.js';
-import { isSessionExpired } from './session-expired.js';
+import { isSessionExpired, SessionExpiredError } from './session-expired.js';
 
 /** What a fleet tool needs to know of the server tool behind it. */
 export interface McpToolTarget {
@@ -110,6 +110,8 @@ export class McpToolExecutor implements CallerBoundExecutor, SlotReservingExecut
    * instance for the state it built up.
    */
   #forCaller(err: unknown): unknown {
+    // A second 404 to a new session: the call did not run there either, and its message says so.
+    if (isSessionExpired(err)) return new SessionExpiredError(this.name, err.server, err.instance, { cause: err });
     if (err instanceof McpServerLostError) {
       return new McpServerLostError(this.name, err.server, err.instance, { cause: err, ...(this.pool.options.session === 'perCaller' ? { session: 'ended' as const } : {}) });
     }
