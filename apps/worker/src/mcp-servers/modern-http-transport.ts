@@ -218,6 +218,8 @@ export class ModernHttpTransport implements Transport {
       this.#received({ jsonrpc: '2.0', id, error: { code: -32000, message: 'the upstream ended the listen stream' } });
       return;
     }
+    // The worker's fetch (bounded-fetch.ts) answers a request whose stream ended without its answer itself, with an
+    // error event that fails the call at once; this is for a fetch that does not.
     this.onerror?.(new Error('SSE stream disconnected: the upstream ended the stream before it answered'));
   }
 
