@@ -3,7 +3,7 @@ import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { notAnAnswer, tooLargeBytes } from './answer-lines.js';
-import { boundedEvents, boundedFetch, requestIdsOf } from './bounded-fetch.js';
+import { boundedEvents, boundedFetch } from './bounded-fetch.js';
 import { CANCEL_GRACE_MS } from './request-posts.js';
 
 const text = (bytes: Uint8Array[]): string => Buffer.concat(bytes).toString('utf8');
@@ -269,14 +269,5 @@ describe('boundedFetch and a cancel', () => {
     expect(await (await bounded('http://upstream/mcp', { method: 'POST', body: request(5) })).json()).toEqual(JSON.parse(body));
     await bounded('http://upstream/mcp', { method: 'POST', body: cancel(5) });
     expect(signal?.aborted).toBe(false);
-  });
-});
-
-describe('requestIdsOf', () => {
-  it('finds the ids of requests, not of notifications or answers, in one message or a batch', () => {
-    expect(requestIdsOf(request(5))).toEqual([5]);
-    expect(requestIdsOf(JSON.stringify([{ jsonrpc: '2.0', id: 'a', method: 'ping' }, { jsonrpc: '2.0', method: 'notifications/cancelled' }, { jsonrpc: '2.0', id: 9, result: {} }]))).toEqual(['a']);
-    expect(requestIdsOf('not json')).toEqual([]);
-    expect(requestIdsOf(undefined)).toEqual([]);
   });
 });

@@ -1,7 +1,8 @@
 import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { badAnswer, MAX_MESSAGE_BYTES, tooLargeAnswer } from './answer-lines.js';
-import { cancelledIdsOf, RequestPosts } from './request-posts.js';
+import { cancelledIdsOf, requestIdsOf } from './post-body.js';
+import { RequestPosts } from './request-posts.js';
 
 /** What of an error body is read: it only goes into a message (a refusal's revisions, say), never whole. */
 const MAX_ERROR_BODY_BYTES = 64 * 1024;
@@ -68,24 +69,6 @@ async function bounded(response: Response, ids: readonly JsonRpcId[], maxBytes: 
   if (type === 'application/json') return boundedJson(response, response.body, ids, maxBytes);
   if (type === 'text/event-stream') return rebodied(response, response.body.pipeThrough(boundedEvents(ids, maxBytes)));
   return response;
-}
-
-/** The ids of the JSON-RPC requests in a POST's body (the transport sends one message or an array, as a string). */
-export function requestIdsOf(body: unknown): JsonRpcId[] {
-  if (typeof body !== 'string') return [];
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(body);
-  } catch {
-    return [];
-  }
-  const ids: JsonRpcId[] = [];
-  for (const m of Array.isArray(parsed) ? parsed : [parsed]) {
-    if (typeof m !== 'object' || m === null) continue;
-    const { id, method } = m as { id?: unknown; method?: unknown };
-    if (typeof method === 'string' && (typeof id === 'string' || typeof id === 'number')) ids.push(id);
-  }
-  return ids;
 }
 
 /** `response` with another body, keeping its status, headers and URL (the transport reads the URL of a redirect). */

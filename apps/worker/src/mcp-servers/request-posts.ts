@@ -73,26 +73,6 @@ export class RequestPosts {
   }
 }
 
-/** The ids of the requests a POST's body cancels (`notifications/cancelled`, one message or a batch, as a string). */
-export function cancelledIdsOf(body: unknown): JsonRpcId[] {
-  // Most bodies are no cancel: they are not parsed again here.
-  if (typeof body !== 'string' || !body.includes('notifications/cancelled')) return [];
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(body);
-  } catch {
-    return [];
-  }
-  const ids: JsonRpcId[] = [];
-  for (const m of Array.isArray(parsed) ? parsed : [parsed]) {
-    if (typeof m !== 'object' || m === null) continue;
-    const { method, params } = m as { method?: unknown; params?: { requestId?: unknown } };
-    const id = params?.requestId;
-    if (method === 'notifications/cancelled' && (typeof id === 'string' || typeof id === 'number')) ids.push(id);
-  }
-  return ids;
-}
-
 /**
  * A controller of its own that aborts when `signal` does, until unlinked. Not AbortSignal.any: a signal it makes
  * from the transport's, which lives as long as the connection, stays referenced by it (nodejs/node#55351, #64476).

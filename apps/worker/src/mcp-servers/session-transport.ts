@@ -1,6 +1,7 @@
 import { StreamableHTTPClientTransport, type StreamableHTTPClientTransportOptions } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage, RequestId } from '@modelcontextprotocol/sdk/types.js';
+import { requestIdsOf } from './post-body.js';
 
 /** What the transport's fetch saw of the upstream's answers to the session's requests. */
 interface SessionAnswers {
@@ -68,25 +69,7 @@ function noting(base: FetchLike, answers: SessionAnswers): FetchLike {
     if (!notFound && (answers.answered || !response.ok || response.status === 202)) return response;
     if (init?.method !== 'POST' || !new Headers(init.headers).has('mcp-session-id')) return response;
     if (!notFound) answers.answered = true;
-    else for (const id of toolCallIdsOf(init.body)) answers.notFound.add(id);
+    else for (const id of requestIdsOf(init.body, 'tools/call')) answers.notFound.add(id);
     return response;
   };
-}
-
-/** The ids of the `tools/call` requests in a POST's body (the transport sends one message or an array, as a string). */
-function toolCallIdsOf(body: unknown): RequestId[] {
-  if (typeof body !== 'string') return [];
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(body);
-  } catch {
-    return [];
-  }
-  const ids: RequestId[] = [];
-  for (const m of Array.isArray(parsed) ? parsed : [parsed]) {
-    if (typeof m !== 'object' || m === null) continue;
-    const { id, method } = m as { id?: unknown; method?: unknown };
-    if (method === 'tools/call' && (typeof id === 'string' || typeof id === 'number')) ids.push(id);
-  }
-  return ids;
 }
