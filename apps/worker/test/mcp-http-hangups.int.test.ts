@@ -1,7 +1,6 @@
-import { spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { startTellingProcess } from './fixtures/told-process.js';
 import { findLaunchTools, type LaunchTools } from '../src/mcp-servers/launch-command.js';
 import { McpServerPool } from '../src/mcp-servers/server-pool.js';
 import { probeIsolation } from '../src/sandbox/probe.js';
@@ -31,30 +30,19 @@ interface Upstream {
 }
 
 async function startUpstream(): Promise<Upstream> {
-  const child = spawn(process.execPath, [UPSTREAM], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   let connections = 0;
   const hung = { open: new Set<unknown>(), seen: new Set<unknown>() };
   const cancelled: unknown[] = [];
-  const port = await new Promise<number>((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`the upstream exited (${code}) before listening`)));
-    createInterface({ input: child.stdout }).on('line', (line) => {
-      const told = JSON.parse(line) as { event: string; port?: number; open?: number; id?: unknown; requestId?: unknown };
-      if (told.event === 'listening' && told.port !== undefined) resolve(told.port);
-      if (told.event === 'connections' && told.open !== undefined) connections = told.open;
-      if (told.event === 'hang-open') {
-        hung.open.add(told.id);
-        hung.seen.add(told.id);
-      }
-      if (told.event === 'hang-closed') hung.open.delete(told.id);
-      if (told.event === 'cancelled') cancelled.push(told.requestId);
-    });
+  const upstream = await startTellingProcess<{ event: string; port?: number; open?: number; id?: unknown; requestId?: unknown }>([UPSTREAM], (told) => {
+    if (told.event === 'connections' && told.open !== undefined) connections = told.open;
+    if (told.event === 'hang-open') {
+      hung.open.add(told.id);
+      hung.seen.add(told.id);
+    }
+    if (told.event === 'hang-closed') hung.open.delete(told.id);
+    if (told.event === 'cancelled') cancelled.push(told.requestId);
   });
-  const close = async (): Promise<void> => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    await exited;
-  };
-  return { url: `http://127.0.0.1:${port}/mcp`, connections: () => connections, hung, cancelled, close };
+  return { url: `http://127.0.0.1:${upstream.port}/mcp`, connections: () => connections, hung, cancelled, close: upstream.kill };
 }
 
 async function startPool(upstream: Upstream): Promise<McpServerPool> {

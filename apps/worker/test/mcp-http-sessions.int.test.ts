@@ -1,11 +1,10 @@
-import { type ChildProcess, spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { inspect } from 'node:util';
 import { isFleetError, type ToolResult } from '@forge-fleet/shared';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { pino } from 'pino';
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { startTellingProcess } from './fixtures/told-process.js';
 import { findLaunchTools, type LaunchTools } from '../src/mcp-servers/launch-command.js';
 import { McpToolExecutor } from '../src/mcp-servers/mcp-tool-executor.js';
 import { SecretValue } from '../src/mcp-servers/secret-value.js';
@@ -40,34 +39,13 @@ interface Upstream {
 }
 
 async function startUpstream(): Promise<Upstream> {
-  const child: ChildProcess = spawn(process.execPath, [UPSTREAM, '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const stderr: string[] = [];
-  child.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk.toString('utf8')));
-  const events: UpstreamEvent[] = [];
-  const listening = new Promise<number>((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`the upstream exited (${code}) before listening: ${stderr.join('')}`)));
-    if (child.stdout === null) throw new Error('no stdout');
-    createInterface({ input: child.stdout }).on('line', (line) => {
-      const event = JSON.parse(line) as UpstreamEvent;
-      events.push(event);
-      if (event.event === 'listening' && event.port !== undefined) resolve(event.port);
-    });
-  });
-  const close = async (): Promise<void> => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    await exited;
-  };
-  const port = await listening.catch(async (err: unknown) => {
-    await close();
-    throw err;
-  });
+  const upstream = await startTellingProcess<UpstreamEvent>([UPSTREAM, '0']);
   const control = async (path: string): Promise<void> => {
-    const response = await fetch(`http://127.0.0.1:${port}${path}`);
+    const response = await fetch(`http://127.0.0.1:${upstream.port}${path}`);
     await response.text();
     if (!response.ok) throw new Error(`${path}: HTTP ${response.status}`);
   };
-  return { url: `http://127.0.0.1:${port}/mcp`, events, control, close };
+  return { url: `http://127.0.0.1:${upstream.port}/mcp`, events: upstream.told, control, close: upstream.kill };
 }
 
 const launchOf = (upstream: Upstream) => ({ url: upstream.url, headers: { Authorization: new SecretValue(`Bearer ${TOKEN}`, 'environment variable UPSTREAM_TOKEN') } });

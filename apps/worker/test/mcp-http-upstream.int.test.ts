@@ -1,11 +1,10 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { inspect } from 'node:util';
 import { isFleetError } from '@forge-fleet/shared';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { startTellingProcess } from './fixtures/told-process.js';
 import { findLaunchTools, type LaunchTools } from '../src/mcp-servers/launch-command.js';
 import { SecretValue } from '../src/mcp-servers/secret-value.js';
 import { McpServerPool } from '../src/mcp-servers/server-pool.js';
@@ -32,29 +31,8 @@ interface Upstream {
 }
 
 async function startUpstream(port = 0): Promise<Upstream> {
-  const child: ChildProcess = spawn(process.execPath, [UPSTREAM, TOKEN, String(port)], { stdio: ['ignore', 'pipe', 'pipe'] });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const stderr: string[] = [];
-  child.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk.toString('utf8')));
-  const events: { event: string; id?: string; port?: number }[] = [];
-  const listening = new Promise<number>((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`the upstream exited (${code}) before listening: ${stderr.join('')}`)));
-    if (child.stdout === null) throw new Error('no stdout');
-    createInterface({ input: child.stdout }).on('line', (line) => {
-      const event = JSON.parse(line) as { event: string; id?: string; port?: number };
-      events.push(event);
-      if (event.event === 'listening' && event.port !== undefined) resolve(event.port);
-    });
-  });
-  const kill = async (): Promise<void> => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    await exited;
-  };
-  const actual = await listening.catch(async (err: unknown) => {
-    await kill();
-    throw err;
-  });
-  return { port: actual, url: `http://127.0.0.1:${actual}/mcp`, events, kill, close: kill };
+  const upstream = await startTellingProcess<{ event: string; id?: string; port?: number }>([UPSTREAM, TOKEN, String(port)]);
+  return { port: upstream.port, url: `http://127.0.0.1:${upstream.port}/mcp`, events: upstream.told, kill: upstream.kill, close: upstream.kill };
 }
 
 /** A port nothing listens on (taken, then released). */
