@@ -33,6 +33,8 @@ const [startCommands, fromRepoCommands] = readmeBlocksOf(FIRST_DAY, 'sh', 2).map
 const [acrossCommands] = readmeBlocksOf(ACROSS, 'sh', 1).map(shellCommands);
 const [cliCommands] = readmeBlocksOf(CLI, 'sh', 1).map(shellCommands);
 const [approvalsCommands] = readmeBlocksOf(APPROVALS, 'sh', 1).map(shellCommands);
+/** The README's agent on the fleet's /mcp, with the official client. */
+const [mcpAgent] = readmeBlocksOf('MCP', 'ts', 1);
 // Its first block writes a file with a heredoc: run as one script up to its `npm start` line, which starts the fleet.
 const [mcpSetup, mcpAgentCommands] = readmeBlocksOf(MCP_SERVERS, 'sh', 2);
 
@@ -257,6 +259,14 @@ describe('README.md recipes, run as written', () => {
       await until('two live workers in lane host.ops', async () => (await getJson<QueueStatsList>(`${t.url}/v1/queues`, t.vars.APPROVER!)).queues.some((q) => q.lane === 'host.ops' && q.workers === 2));
       const again = await Promise.all(['alpha', 'beta', 'gamma', 'delta'].map((service) => submit(t.url, t.vars.TOKEN!, 'ops.restart', { service })));
       expect(again.map((r) => r.body.result?.content)).toEqual(['alpha', 'beta', 'gamma', 'delta'].map((s) => `{"restarted":"${s}"}`));
+
+      // The README's /mcp agent, verbatim but for the fleet's URL: it lists, calls echo, and hears its statuses.
+      writeFileSync(join(dir, 'mcp-agent.mjs'), mcpAgent!.replace('http://127.0.0.1:8080', t.url));
+      const agent = spawnSync(process.execPath, [join(dir, 'mcp-agent.mjs')], { cwd: dir, env: { ...process.env, FORGE_TOKEN: t.vars.TOKEN }, encoding: 'utf8', timeout: 30_000 });
+      expect(agent.status, agent.stderr).toBe(0);
+      expect(agent.stdout).toMatch(/\bqueued\b/);
+      expect(agent.stdout).toMatch(/\bcompleted\b/);
+      expect(agent.stdout).toMatch(/^false \[/m);
     } finally {
       await t.close();
     }

@@ -179,6 +179,26 @@ describe('the fleet as an MCP server (official client, Streamable HTTP)', () => 
     await expectCancelledOnAbort(await connect(token), 'mcp-cancel');
   });
 
+  it("cancels only the cancelling client's call when two clients of one token have a request of the same id in flight", async () => {
+    // Each official client numbers its requests from 0: both first calls are request 1.
+    const [a, b] = [await connect(token), await connect(token)];
+    const [idA, idB] = [`mcp-cancel-a-${randomUUID()}`, `mcp-cancel-b-${randomUUID()}`];
+    const [abortA, abortB] = [new AbortController(), new AbortController()];
+    const call = (client: Client, id: string, signal: AbortSignal) => client.callTool({ name: 'block', arguments: {}, _meta: { [CALL_ID]: id } }, undefined, { signal }).catch((error: unknown) => error);
+    const [endedA, endedB] = [call(a, idA, abortA.signal), call(b, idB, abortB.signal)];
+    expect(await started(idA)).toBeDefined();
+    expect(await started(idB)).toBeDefined();
+    abortA.abort('A gives up');
+    await endedA;
+    expect((await rest.get(idA, { waitMs: 10_000 })).status).toBe('cancelled');
+    // B's call runs on: a status change within a second would have been B's cancellation.
+    expect((await rest.get(idB, { waitMs: 1000 })).status).toBe('running');
+    expect(await redis.get(`${fleet.prefix}:test:aborted:{${idB}}`)).toBeNull();
+    abortB.abort('the test is done');
+    await endedB;
+    expect((await rest.get(idB, { waitMs: 10_000 })).status).toBe('cancelled');
+  });
+
   it('sends progress notifications for the statuses it observes when the client asks for them', async () => {
     const client = await connect(token);
     const seen: Progress[] = [];

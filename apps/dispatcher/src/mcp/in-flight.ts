@@ -6,17 +6,25 @@ import { createHash } from 'node:crypto';
  * POST gets its own server and transport: the cancellation arrives on another
  * request than the call it names, so the SDK's per-server bookkeeping never
  * sees both. Requests are keyed by who sent them (a hash of the bearer token,
- * or the dev-mode task header) and their JSON-RPC id, which a client keeps
- * unique among its own requests.
+ * or the dev-mode task header, and of the `Mcp-Session-Id` the client was
+ * given at `initialize` and sends with every request) and their JSON-RPC id,
+ * which a client keeps unique among its own requests — but only its own:
+ * every official client numbers its requests from 0, so agents sharing a
+ * token share ids. A cancellation that finds more than one request under its
+ * key (clients of one token that keep no session id) cancels none of them,
+ * rather than another agent's call: such a client cancels by hanging up.
  */
 export class InFlightCalls {
   readonly #requests = new Map<string, Set<AbortController>>();
 
-  /** The key of a client's requests: the token it authenticates with (hashed, never kept). */
-  static clientOf(headers: { authorization?: string | undefined; 'x-forge-task'?: string | string[] | undefined }): string {
+  /** The key of a client's requests: the token it authenticates with and its session id (hashed, never kept). */
+  static clientOf(headers: { authorization?: string | undefined; 'x-forge-task'?: string | string[] | undefined; 'mcp-session-id'?: string | string[] | undefined }): string {
     const task = headers['x-forge-task'];
     const who = headers.authorization ?? `anonymous:${Array.isArray(task) ? task.join(',') : (task ?? '')}`;
-    return createHash('sha256').update(who).digest('base64url');
+    const session = headers['mcp-session-id'];
+    return createHash('sha256')
+      .update(`${who}\u0000${Array.isArray(session) ? session.join(',') : (session ?? '')}`)
+      .digest('base64url');
   }
 
   /** Registers a request; `controller` aborts when the client cancels it. Returns the unregistration. */
@@ -32,13 +40,15 @@ export class InFlightCalls {
   }
 
   /**
-   * Cancels the client's request with that id (every one, should the same token run two clients that reuse ids).
-   * @returns whether this process held such a request.
+   * Cancels the client's request with that id: `cancelled`; `ambiguous` when this process holds more than one
+   * (clients of one token that keep no session id reuse ids), and none is cancelled; `none` when it holds none.
    */
-  cancel(client: string, requestId: string | number, reason: unknown): boolean {
+  cancel(client: string, requestId: string | number, reason: unknown): 'cancelled' | 'ambiguous' | 'none' {
     const requests = this.#requests.get(InFlightCalls.#key(client, requestId));
-    for (const controller of requests ?? []) controller.abort(reason);
-    return requests !== undefined && requests.size > 0;
+    if (requests === undefined || requests.size === 0) return 'none';
+    if (requests.size > 1) return 'ambiguous';
+    for (const controller of requests) controller.abort(reason);
+    return 'cancelled';
   }
 
   static #key(client: string, requestId: string | number): string {

@@ -26,6 +26,12 @@ describe('checkBody', () => {
     expect(checkBody(request('ping', 'x'), undefined)?.body.error).toEqual({ code: ErrorCode.InvalidParams, message: 'Invalid params for ping: params must be an object, not string; send no params, or {}' });
   });
 
+  it('answers a task-augmented tools/call with -32602 and its id, not as an internal error: the server declares no tasks', () => {
+    const answer = checkBody(request('tools/call', { name: 'x', arguments: {}, task: { ttl: 60_000 } }), '2025-11-25');
+    expect(answer).toMatchObject({ status: 200, body: { jsonrpc: '2.0', id: 7, error: { code: ErrorCode.InvalidParams } } });
+    expect(answer?.body.error.message).toMatch(/^Invalid params for tools\/call: this server does not support tasks .*; send the same tools\/call without task/);
+  });
+
   it('answers an unknown method with -32601 and the methods served', () => {
     expect(checkBody(request('prompts/list'), undefined)).toEqual({
       status: 200,

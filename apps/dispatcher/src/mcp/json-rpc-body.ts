@@ -125,6 +125,11 @@ function misfitOf(message: unknown): Misfit | undefined {
   if ('params' in message && !isObject(params)) return invalidParams(`params must be an object, not ${kindOf(params)}`, known?.send);
   const checked = (known?.schema ?? JSONRPCMessageSchema).safeParse(known === undefined ? message : { method, ...(params === undefined ? {} : { params }) });
   if (!checked.success) return invalidParams(issuesOf(checked.error), known?.send);
+  // A task-augmented call asks for a capability this server does not declare (the SDK would call it an internal error).
+  // The fleet runs the tools an MCP server runs only as tasks as tasks itself; its callers call them plainly.
+  if (method === 'tools/call' && isObject(params) && 'task' in params) {
+    return invalidParams('this server does not support tasks (its capabilities declare none), so params.task is not taken', 'the same tools/call without task: a long call streams its progress when you send a progressToken');
+  }
   // What the transport parses with: anything it would refuse must be refused here (it would call it a parse error).
   return JSONRPCMessageSchema.safeParse(message).success ? undefined : invalid('the message does not fit JSON-RPC 2.0');
 }

@@ -197,8 +197,10 @@ function serverFor(cx: Context): Server {
   server.setNotificationHandler(CancelledNotificationSchema, (notification) => {
     const { requestId, reason } = notification.params;
     if (requestId === undefined) return;
+    const outcome = cx.inFlight.cancel(cx.client, requestId, reason);
     // Not held here: another dispatcher may hold it (each POST can reach any of them).
-    if (!cx.inFlight.cancel(cx.client, requestId, reason)) cx.cancelBus?.publish({ client: cx.client, requestId, ...(reason === undefined ? {} : { reason }) });
+    if (outcome === 'none') cx.cancelBus?.publish({ client: cx.client, requestId, ...(reason === undefined ? {} : { reason }) });
+    if (outcome === 'ambiguous') cx.log.warn({ requestId }, 'MCP cancellation names a request id several clients of one token have in flight, and no session id: none is cancelled');
   });
   return server;
 }
@@ -237,6 +239,11 @@ function forbiddenArgumentAnswer(message: { id?: unknown; params?: { name?: unkn
   }
   const id = message.params?._meta?.[META.callId];
   return { jsonrpc: '2.0', id: message.id ?? null, result: refusalOf(error, { id: typeof id === 'string' ? id : randomUUID(), name }) };
+}
+
+/** Whether a POST's body is an `initialize` request (alone: a batch may not carry one). */
+function isInitialize(json: unknown): boolean {
+  return typeof json === 'object' && json !== null && !Array.isArray(json) && (json as { method?: unknown }).method === 'initialize';
 }
 
 /** A JSON-RPC error body for requests the stateless transport does not serve (-32000: the server-error range, as the SDK's examples answer). */
@@ -315,6 +322,10 @@ export function mcpRoutes(deps: McpDeps, options: McpOptions = {}) {
       const server = serverFor(cx);
       // Stateless: no `sessionIdGenerator` (the SDK's `sessionIdGenerator: undefined`, which exactOptionalPropertyTypes spells by omission).
       const transport = new StreamableHTTPServerTransport({});
+      // Yet each client is given a session id at `initialize`, which it sends with every request after: it holds no state
+      // here (any id is taken, none ever ends), and only tells one client's requests from another's of the same token,
+      // whose JSON-RPC ids collide (see InFlightCalls).
+      if (isInitialize(body?.json)) reply.raw.setHeader('mcp-session-id', randomUUID());
       await server.connect(transport);
       // Once the answer is written, or the client has gone: a call still running then is cancelled (see callTool).
       reply.raw.once('close', () => {
