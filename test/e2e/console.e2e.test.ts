@@ -5,6 +5,7 @@ import { FleetClient } from '@forge-fleet/client';
 import type { ToolResult } from '@forge-fleet/shared';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MARKUP } from '../fixtures/console-block-tools.js';
 import { ROOT, TestFleet } from '../fixtures/fleet.js';
 
 /** Debian's `chromium` package (.ci/run installs it when missing); playwright-core downloads no browser. */
@@ -13,6 +14,8 @@ const CHROMIUM = '/usr/bin/chromium';
 const RESULTS_DIR = join(ROOT, 'test-results');
 /** The README's screenshot: rewritten only when asked, so a test run leaves the work tree as it was. */
 const DOCS_SCREENSHOT = join(ROOT, 'docs', 'console.png');
+/** Host tools answering with MCP content blocks (audio alone; every kind; markup). */
+const BLOCK_TOOLS = join(ROOT, 'test', 'fixtures', 'console-block-tools.ts');
 
 /**
  * The web console at /ui in a real browser, against a running fleet: an agent's
@@ -24,15 +27,17 @@ describe('web console', () => {
   const fleet = new TestFleet();
   let url: string;
   let agent: FleetClient;
+  let blocksAgent: FleetClient;
   let admin: FleetClient;
   let adminToken: string;
   let approverToken: string;
   let browser: Browser;
 
   beforeAll(async () => {
-    await fleet.worker({ tier: 'platform' });
+    await Promise.all([fleet.worker({ tier: 'platform' }), fleet.worker({ tier: 'host', tools: BLOCK_TOOLS })]);
     ({ url } = await fleet.dispatcher({ FORGE_DEV_MODE: '0', FORGE_APPROVAL_DEADLINE_MS: '120000' }));
     agent = new FleetClient({ url, token: await fleet.token({ subject: 'agent-7' }) });
+    blocksAgent = new FleetClient({ url, token: await fleet.token({ subject: 'agent-8', grants: ['console_audio', 'console_blocks', 'console_markup'] }) });
     adminToken = await fleet.token({ subject: 'ops-1', role: 'admin' });
     approverToken = await fleet.token({ subject: 'alice', role: 'approver' });
     admin = new FleetClient({ url, token: adminToken });
@@ -40,7 +45,7 @@ describe('web console', () => {
   });
 
   afterAll(async () => {
-    await Promise.all([agent?.close(), admin?.close(), browser?.close()]);
+    await Promise.all([agent?.close(), blocksAgent?.close(), admin?.close(), browser?.close()]);
     await fleet.stopAll();
   });
 
@@ -129,6 +134,54 @@ describe('web console', () => {
 
       await card(page, second.id).getByTestId('approve').click();
       expect(await second.result).toMatchObject({ isError: false, structuredContent: { echo: 'ship it?' } });
+      expect(problems).toEqual([]);
+    } finally {
+      await close();
+    }
+  });
+
+  /** Runs a block tool to its end and opens its call in the console's detail. */
+  async function openBlocksCall(page: Page, tool: string): Promise<ToolResult> {
+    const result = await blocksAgent.call(tool, {}, { timeoutMs: 30_000 });
+    expect(result).toMatchObject({ isError: false });
+    await callRow(page, result.toolCallId).getByTestId('call-open').click();
+    await page.getByTestId('detail-id').filter({ hasText: result.toolCallId }).waitFor();
+    await page.getByTestId('detail-status').filter({ hasText: /^completed$/ }).waitFor();
+    return result;
+  }
+
+  it("lists a result's content blocks in the call detail, one line per non-text block as `forge call` prints them", async () => {
+    const { page, problems, close } = await openConsole(adminToken);
+    try {
+      // One audio block and nothing else: no text, no structured content. The result is that block.
+      await openBlocksCall(page, 'console_audio');
+      const result = page.getByTestId('detail-result');
+      await result.getByTestId('detail-block').first().waitFor();
+      expect(await result.getByTestId('detail-block').allTextContents()).toEqual(['[audio audio/wav, 3000 bytes]']);
+
+      // Every kind, with structured content: the object is the result, and every block is listed beside it, in order.
+      await openBlocksCall(page, 'console_blocks');
+      await page.getByTestId('detail-blocks').getByTestId('detail-block').first().waitFor();
+      expect(JSON.parse((await page.getByTestId('detail-result').textContent()) ?? '')).toEqual({ points: 3, unit: 'ms' });
+      expect(await page.getByTestId('detail-blocks').getByTestId('detail-block').allTextContents()).toEqual([
+        'here is the chart',
+        '[image image/png, 20000 bytes]',
+        '[audio audio/wav, 3000 bytes]',
+        '[resource_link file:///data/chart.csv text/csv, chart.csv]',
+        'and its sources ✓',
+        `[resource mem://notes/1 text/markdown, ${Buffer.byteLength('# Notes\nünïcödé and "quotes"')} bytes of text]`,
+        '[resource mem://raw/1 application/octet-stream, 257 bytes]',
+      ]);
+      const types = await Promise.all((await page.getByTestId('detail-block').all()).map((block) => block.getAttribute('data-type')));
+      expect(types).toEqual(['text', 'image', 'audio', 'resource_link', 'text', 'resource', 'resource']);
+
+      // What the tool sends is shown as text, never parsed as markup.
+      await openBlocksCall(page, 'console_markup');
+      const blocks = page.getByTestId('detail-result').getByTestId('detail-block');
+      await blocks.first().waitFor();
+      expect(await blocks.allTextContents()).toEqual([MARKUP, `[resource_link mem://markup, ${MARKUP}]`]);
+      expect(await page.getByTestId('injected').count()).toBe(0);
+      expect(await page.getByTestId('detail-view').locator('b, img').count()).toBe(0);
       expect(problems).toEqual([]);
     } finally {
       await close();

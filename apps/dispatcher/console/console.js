@@ -435,14 +435,60 @@ function viewFacts(view, refusedAtAdmission) {
   }
   if (view.result !== undefined) {
     const r = view.result;
+    // `content` is the text blocks' text only: an image or audio result has none, so the blocks are what it returned.
+    const blocks = Array.isArray(r.blocks) ? blockList(r.blocks) : undefined;
     let shown;
-    if (r.isError && r.error !== undefined) shown = `${r.error.code}: ${r.error.message}`;
+    if (r.isError && r.error !== undefined) shown = h('pre', {}, `${r.error.code}: ${r.error.message}`);
     // A tool that returned an object has it as JSON text in `content` too; the object reads better.
-    else if (r.structuredContent !== undefined) shown = json(r.structuredContent);
-    else shown = r.content;
-    facts.push(...definition(r.isError ? 'error' : 'result', h('pre', {}, shown), 'detail-result'));
+    else if (r.structuredContent !== undefined) shown = h('pre', {}, json(r.structuredContent));
+    else shown = blocks ?? h('pre', {}, r.content);
+    facts.push(...definition(r.isError ? 'error' : 'result', shown, 'detail-result'));
+    // Beside an error or an object, the blocks are listed too: nothing the tool gave goes unmentioned.
+    if (blocks !== undefined && shown !== blocks) facts.push(...definition('content', blocks, 'detail-content'));
   }
   return facts;
+}
+
+/** Bytes of base64 data, decoded (what a person wants to know of an image, not its text). */
+function base64Bytes(data) {
+  const text = String(data ?? '').replace(/\s+/g, '');
+  const padding = text.endsWith('==') ? 2 : text.endsWith('=') ? 1 : 0;
+  return Math.max(0, Math.floor((text.length * 3) / 4) - padding);
+}
+
+/**
+ * One content block as `forge call` prints it (apps/cli's blockLine): a text
+ * block as its text, any other as one short bracketed line
+ * (`[image image/png, 1234 bytes]`); the data itself is in the API's view.
+ */
+function blockLine(block) {
+  switch (block?.type) {
+    case 'text':
+      return String(block.text);
+    case 'image':
+    case 'audio':
+      return `[${block.type} ${String(block.mimeType)}, ${base64Bytes(block.data)} bytes]`;
+    case 'resource_link':
+      return `[resource_link ${String(block.uri)}${typeof block.mimeType === 'string' ? ` ${block.mimeType}` : ''}, ${String(block.name)}]`;
+    case 'resource': {
+      const r = block.resource ?? {};
+      const type = typeof r.mimeType === 'string' ? ` ${r.mimeType}` : '';
+      const size = typeof r.text === 'string' ? `${new TextEncoder().encode(r.text).length} bytes of text` : `${base64Bytes(r.blob)} bytes`;
+      return `[resource ${String(r.uri)}${type}, ${size}]`;
+    }
+    default:
+      // The worker lets only these kinds through; a newer one is still mentioned rather than dropped.
+      return `[${String(block?.type)} block]`;
+  }
+}
+
+/** A result's content blocks, in order, one line each; every line is a text node (names and URIs come from the tool). */
+function blockList(blocks) {
+  return h(
+    'div',
+    { class: 'blocks', testid: 'detail-blocks' },
+    blocks.map((block) => h('pre', { class: block?.type === 'text' ? 'block' : 'block other', testid: 'detail-block', 'data-type': String(block?.type) }, blockLine(block))),
+  );
 }
 
 function trailRow(e) {
