@@ -277,7 +277,11 @@ function reasonOf(stderr) {
   return lines.findLast((l) => /^forge-[a-z]+: /.test(l)) ?? lines.at(-1) ?? 'no message';
 }
 
-function run(name, bin, args, env) {
+/**
+ * Starts a fleet process, its output going to its log. `onLine`, when given, also reads each line it writes on
+ * stdout (a worker's JSON log lines), so this script can follow what it does without reading the file back.
+ */
+function run(name, bin, args, env, onLine) {
   mkdirSync(logDir, { recursive: true });
   const logFile = join(logDir, `${name}.log`);
   const log = createWriteStream(logFile, { flags: 'w' });
@@ -287,11 +291,21 @@ function run(name, bin, args, env) {
   const proc = spawn(process.execPath, [...flags, join(root, bin), ...args], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   proc.stdout.pipe(log);
   proc.stderr.pipe(log);
+  if (onLine !== undefined) {
+    let partial = '';
+    proc.stdout.on('data', (d) => {
+      const lines = (partial + d.toString()).split('\n');
+      // A line cut short by a chunk's end waits for the rest; an endless one is not kept whole.
+      partial = (lines.pop() ?? '').slice(-65_536);
+      for (const line of lines) onLine(line);
+    });
+  }
   let tail = '';
   proc.stderr.on('data', (d) => (tail = (tail + d.toString()).slice(-4000)));
   const exited = new Promise((r) => proc.once('exit', (code, signal) => r(code ?? signal)));
   const child = {
     name,
+    logFile,
     proc,
     ready: false,
     stop: async () => {
@@ -344,6 +358,100 @@ function fleetKeys() {
     throw new Error(`${display(keysDir)} lacks ${missing.join(', ')}; restore it, or delete ${display(keysDir)} to make new keys (tokens minted from the old ones stop working)`);
   }
   return { ...files, made: false };
+}
+
+/** How long the start waits for a server still starting before it says so. */
+const WAITING_NOTICE_MS = 3000;
+/** How long the start waits for MCP servers still starting at most; the banner then says which still were. */
+const SERVERS_SETTLE_MS = 60_000;
+
+/**
+ * What a worker's log lines say of its MCP servers before its `/readyz` answers (the worker serves that port only
+ * once it takes calls, after its servers' first start): its metrics port, and the servers that came up or could not.
+ * The messages are the worker's (apps/worker: main.ts, mcp-servers/worker-servers.ts); at a LOG_LEVEL above `info`
+ * only failures are seen, and the catalog still tells the servers that came up.
+ */
+function watchWorkerLine(watch, line) {
+  if (!line.startsWith('{')) return;
+  let entry;
+  try {
+    entry = JSON.parse(line);
+  } catch {
+    return;
+  }
+  const msg = typeof entry?.msg === 'string' ? entry.msg : '';
+  if (msg.startsWith('metrics and probes listening') && Number.isInteger(entry.port)) watch.metricsPort = entry.port;
+  else if (typeof entry.server !== 'string') return;
+  else if (msg.startsWith('MCP server instance started')) watch.told.set(entry.server, { state: 'started' });
+  else if (msg.startsWith('MCP server could not be started')) watch.told.set(entry.server, { state: 'down', error: entry.err });
+  else if (msg.startsWith('MCP server crash-looped')) watch.told.set(entry.server, { state: 'stopped', error: entry.err });
+}
+
+/** The servers a worker's `/readyz` reports (`{ name, state, error? }`), or undefined while it does not answer. */
+async function readyServers(worker) {
+  if (worker.watch.metricsPort === undefined) return undefined;
+  try {
+    const response = await fetch(`http://127.0.0.1:${worker.watch.metricsPort}/readyz`, { signal: AbortSignal.timeout(2000) });
+    const body = await response.json();
+    return Array.isArray(body?.servers) ? body.servers : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * One server's state from its file's workers: `up` once its tools are in the catalog; else what a worker's
+ * `/readyz` says (`up` there but not yet in the catalog is still `starting`), else its log lines; else `starting`.
+ */
+function stateOf(server, listed, reports) {
+  if (listed) return { state: 'up' };
+  const seen = reports.filter((r) => r !== undefined);
+  for (const want of ['starting', 'down', 'stopped']) {
+    const found = seen.find((r) => (want === 'starting' ? r.state === 'starting' || r.state === 'up' || r.state === 'started' : r.state === want));
+    if (found !== undefined) return want === 'starting' ? { state: 'starting' } : { state: want, error: found.error };
+  }
+  return { state: 'starting' };
+}
+
+/**
+ * Waits until every MCP server of `files` is up or known down or stopped (at most SERVERS_SETTLE_MS), naming each
+ * one still starting after WAITING_NOTICE_MS once. Resolves with each server, its state, error and log.
+ */
+async function settleMcpServers(files, listTools) {
+  const servers = files.flatMap((f) => f.servers.map((s) => ({ ...s, file: f, state: 'starting', error: undefined, logs: f.workers.map((w) => w.logFile) })));
+  if (servers.length === 0) return servers;
+  const began = Date.now();
+  const noticed = new Set();
+  for (;;) {
+    const tools = await listTools().catch(() => []);
+    for (const f of files) {
+      const ready = await Promise.all(f.workers.map((w) => readyServers(w)));
+      for (const s of servers.filter((x) => x.file === f)) {
+        // The worker that runs it: the one whose /readyz or log names it (a file's servers spread over its lanes' workers).
+        const reports = f.workers.map((w, i) => ready[i]?.find((r) => r?.name === s.name) ?? w.watch.told.get(s.name));
+        const runs = f.workers.filter((_, i) => reports[i] !== undefined);
+        if (runs.length > 0) s.logs = runs.map((w) => w.logFile);
+        Object.assign(s, { error: undefined }, stateOf(s, tools.some((t) => t.name.startsWith(`${s.prefix}.`)), reports));
+      }
+    }
+    const starting = servers.filter((s) => s.state === 'starting');
+    if (starting.length === 0 || Date.now() - began > SERVERS_SETTLE_MS) return servers;
+    if (Date.now() - began >= WAITING_NOTICE_MS) {
+      for (const s of starting.filter((x) => !noticed.has(x))) {
+        noticed.add(s);
+        say(`Forge Fleet: waiting for MCP server '${s.name}' of ${s.file.label} to start (log: ${s.logs.map(display).join(', ')})`);
+      }
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+/** A server as the banner names it: its tools' prefix when up, else its state, why (one line, cut short) and its log. */
+function serverText(s) {
+  if (s.state === 'up') return `${s.name} (${s.prefix}.*)`;
+  const why = typeof s.error === 'string' && s.error !== '' ? ` (${oneLine(s.error).slice(0, 200)})` : '';
+  const state = s.state === 'starting' ? 'still starting' : s.state;
+  return `${s.name} — ${state}${why}; log: ${s.logs.map(display).join(', ')}`;
 }
 
 /** A log and worker name for each group of a module: `worker-host` for the examples, `worker-my-tools-host-ops` for yours. */
@@ -409,10 +517,13 @@ try {
     }
   }
   for (const f of serversFiles) {
+    f.workers = [];
     for (const group of f.groups) {
       const args = ['--tier', group.tier, ...(group.pool === undefined ? [] : ['--pool', group.pool]), '--mcp', f.path];
       const name = `worker-mcp-${basename(f.path, extname(f.path)).replace(/[^\w-]+/g, '-')}-${group.tier}${group.pool === undefined ? '' : `-${group.pool}`}`;
-      run(name, 'apps/worker/bin/forge-worker.js', args, { ...fleetEnv, FORGE_CALL_KEY: workerKey(keys.signingSecret, prefix, group.tier, group.pool) });
+      const watch = { metricsPort: undefined, told: new Map() };
+      const child = run(name, 'apps/worker/bin/forge-worker.js', args, { ...fleetEnv, FORGE_CALL_KEY: workerKey(keys.signingSecret, prefix, group.tier, group.pool) }, (line) => watchWorkerLine(watch, line));
+      f.workers.push(Object.assign(child, { watch }));
     }
   }
   const expected = modules.flatMap((m) => m.tools);
@@ -421,15 +532,9 @@ try {
     const tools = await listTools();
     return expected.every((name) => tools.some((t) => t.name === name));
   });
-  // A server's tools are known once it runs; one that cannot start is named (its worker's log says why), not waited for.
-  const mcpServers = serversFiles.flatMap((f) => f.servers.map((s) => ({ ...s, file: f })));
-  const upBy = Date.now() + 60_000;
-  let down = mcpServers;
-  while (down.length > 0 && Date.now() < upBy) {
-    const tools = await listTools().catch(() => []);
-    down = down.filter((s) => !tools.some((t) => t.name.startsWith(`${s.prefix}.`)));
-    if (down.length > 0) await new Promise((r) => setTimeout(r, 250));
-  }
+  // Each MCP server is waited for until it is up (its tools served) or known not to be: one that cannot start or
+  // crash-loops is named in the banner with its worker's log, not waited for until its pool tries it again.
+  const mcpServers = await settleMcpServers(serversFiles, listTools);
 
   mkdirSync(stateDir, { recursive: true });
   // redisUrl: for the README's extra-worker recipe (`REDIS_URL=$(node -p 'require("./.forge/dev.json").redisUrl') …`).
@@ -455,7 +560,7 @@ try {
 Forge Fleet ${pkg.version} is running at ${url}
 ${[
   ...modules.map((m) => `  ${m.label}: workers for ${lanes(m)} (tools: ${m.tools.join(', ')})`),
-  ...serversFiles.map((f) => `  ${f.label}: workers for ${lanes(f)} (MCP servers: ${f.servers.map((s) => `${s.name}${down.some((d) => d.file === f && d.name === s.name) ? ' — not up yet, see its worker log' : ` (${s.prefix}.*)`}`).join(', ')})`),
+  ...serversFiles.map((f) => `  ${f.label}: workers for ${lanes(f)} (MCP servers: ${mcpServers.filter((s) => s.file === f).map(serverText).join(', ')})`),
 ].join('\n')}
   keys: ${display(keysDir)} (${keys.made ? 'made now' : 'reused'}${relative(root, keysDir) === join('.forge', 'keys') ? ', git-ignored' : ''}; tokens minted from ${display(keys.tokenKey)} work here)
   dev token (agent 'dev', grants every Host-tier tool, valid 24 h):
