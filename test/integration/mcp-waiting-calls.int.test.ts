@@ -88,32 +88,61 @@ describe('calls waiting in a worker for an MCP instance', () => {
     await expectOnlyTheRunningCallLost(client, ids);
   }, 60_000);
 
-  it("hands back the calls of a batch that find their server's slots all taken, so an idle worker runs them", async () => {
+  /** A fleet of `workers` host workers of a one-slot Python server, a dispatcher, and a token for it; resolves once all serve. */
+  async function oneSlotWorkers(name: string, workers: readonly ('default' | number)[]): Promise<{ url: string; token: string; procs: FleetProcess[]; servers: string }> {
     fleet = new TestFleet();
-    dir = new McpTestDir('mcp-batch-split');
+    dir = new McpTestDir(name);
     const servers = dir.write({ py: dir.python('py.runs', { instances: { min: 1, max: 1 }, callsPerInstance: 1 }) });
-    await Promise.all([0, 1].map(() => fleet.worker({ tier: 'host', tools: false, mcp: servers, concurrency: 8 })));
+    const env = { FORGE_LOCK_DURATION_MS: '3000', FORGE_SHUTDOWN_GRACE_MS: '1000' };
+    const procs = await Promise.all(workers.map((concurrency) => fleet.worker({ tier: 'host', tools: false, mcp: servers, concurrency, env })));
     const dispatcher = await fleet.dispatcher({ FORGE_DEV_MODE: '0' });
-    const token = await fleet.token({ subject: 'batch-split', grants: ['py.*'] });
-    const client = new FleetClient({ url: dispatcher.url, token, timeoutMs: CALL_TIMEOUT_MS });
-    clients.push(client);
-    await until('the py tools to be served by both workers', async () => {
+    const token = await fleet.token({ subject: name, grants: ['py.*'] });
+    await until(`the py tools to be served by ${workers.length} workers`, async () => {
       const metrics = await (await fetch(`${dispatcher.url}/metrics`)).text();
-      return sample(metrics, 'forge_workers', { tier: 'host' }) === 2;
+      return sample(metrics, 'forge_workers', { tier: 'host' }) === workers.length;
     }, { timeoutMs: 20_000 });
-    // One request, one job: a dispatcher sends calls admitted together for one pack as one job, to one worker.
-    const keys = ['b1', 'b2', 'b3', 'b4'];
-    const res = await fetch(`${dispatcher.url}/v1/calls/batch?wait=${CALL_TIMEOUT_MS}`, {
+    return { url: dispatcher.url, token, procs, servers };
+  }
+
+  /** One request, one job: a dispatcher sends calls admitted together for one pack as one job, to one worker. */
+  async function batchOf(url: string, token: string, calls: readonly { key: string; ms: number }[]): Promise<string[]> {
+    const res = await fetch(`${url}/v1/calls/batch?wait=${CALL_TIMEOUT_MS}`, {
       method: 'POST',
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ calls: keys.map((key) => ({ name: 'py.wait', arguments: { ms: 1000, key } })) }),
+      body: JSON.stringify({ calls: calls.map(({ key, ms }) => ({ id: `${key}-${randomUUID()}`, name: 'py.wait', arguments: { ms, key } })) }),
     });
-    const lines = (await res.text()).split('\n').filter((line) => line.trim() !== '').map((line) => JSON.parse(line) as { status: string });
-    expect(lines.map((l) => l.status)).toEqual(['completed', 'completed', 'completed', 'completed']);
-    // Both workers' instances ran some: the one that took the job kept what its one slot could run and handed back the rest.
-    const pids = new Set(dir.runs('py.runs').filter((r) => r.event === 'start').map((r) => r.pid));
-    expect(pids.size).toBe(2);
-    expect(dir.runs('py.runs').filter((r) => r.event === 'start')).toHaveLength(4);
+    return (await res.text()).split('\n').filter((line) => line.trim() !== '').map((line) => (JSON.parse(line) as { status: string }).status);
+  }
+
+  const serverPids = (): Set<number> => new Set(dir.runs('py.runs').filter((r) => r.event === 'start').map((r) => r.pid));
+
+  // Its calls past the free slots, the server's (a worker given more calls than its server runs) or the worker's own.
+  for (const concurrency of [8, 'default'] as const) {
+    it(`hands back the calls of a batch past the slots free on the worker that took it, so an idle worker runs them (--concurrency ${concurrency})`, async () => {
+      const { url, token } = await oneSlotWorkers('mcp-batch-split', [concurrency, concurrency]);
+      const statuses = await batchOf(url, token, ['b1', 'b2', 'b3', 'b4'].map((key) => ({ key, ms: 1000 })));
+      expect(statuses).toEqual(['completed', 'completed', 'completed', 'completed']);
+      // Both workers' instances ran some: the one that took the job kept what its one slot could run and handed back the rest.
+      expect(serverPids().size).toBe(2);
+      expect(dir.runs('py.runs').filter((r) => r.event === 'start')).toHaveLength(4);
+    }, 60_000);
+  }
+
+  it("hands the batch's calls waiting for a call slot back to the queue when the worker stops, and another worker runs them", async () => {
+    const { url, token, procs, servers } = await oneSlotWorkers('mcp-batch-stop', ['default']);
+    const [first] = procs;
+    // The only worker keeps the whole batch: one call runs, two wait for its one call slot.
+    const ended = batchOf(url, token, [{ key: 'a', ms: 60_000 }, { key: 'b', ms: 50 }, { key: 'c', ms: 50 }]);
+    await until('call a to run on the server', () => dir.runs('py.runs').some((r) => r.key === 'a' && r.event === 'start'));
+    const firstPid = dir.runs('py.runs').find((r) => r.key === 'a')!.pid;
+    await fleet.worker({ tier: 'host', tools: false, mcp: servers, concurrency: 'default', env: { FORGE_LOCK_DURATION_MS: '3000' } });
+    expect(await first!.stop('SIGTERM')).toBe(0);
+    const statuses = await ended;
+    expect(statuses.sort()).toEqual(['completed', 'completed', 'failed']);
+    // b and c ran on the other worker's instance, never on the stopping one's.
+    const ranOn = dir.runs('py.runs').filter((r) => r.event === 'start' && r.key !== 'a').map((r) => r.pid);
+    expect(ranOn).toHaveLength(2);
+    expect(ranOn.every((pid) => pid !== firstPid)).toBe(true);
   }, 60_000);
 
   it('ends NO_WORKER, not started, a call waiting for a server that then fails to come back', async () => {

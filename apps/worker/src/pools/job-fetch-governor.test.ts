@@ -24,7 +24,8 @@ describe('JobFetchGovernor', () => {
     expect(limit).toBe(1);
     let release!: () => void;
     const held = new Promise<void>((resolve) => (release = resolve));
-    const runs = [slots.run(() => held), slots.run(() => held)];
+    const nothing = (): void => undefined;
+    const runs = [slots.run(() => held, nothing, () => held), slots.run(() => held, nothing, () => held)];
     governor.callAsks();
     governor.callAsks();
     governor.govern();

@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import { laneOf, queueName, type RedisTarget, type Tier, type Tool, WorkerLostError } from '@forge-fleet/shared';
+import { type CallEnvelope, laneOf, queueName, type RedisTarget, type Tier, type Tool, WorkerLostError } from '@forge-fleet/shared';
 import { Catalog, CallStore, callsOfJob, closeRedis, connectRedis, idleFetch, KeyChecks, openQueue, packOf, RedisAuditLogger, type RedisConnection, RedisRiskSignalQueue, ReplyPublisher, fleetKeys, packQueueName } from '@forge-fleet/store';
 import { type FleetMetrics, MeteredAuditLogger, type ToolTracer } from '@forge-fleet/telemetry';
 import { type Job, type Queue, UnrecoverableError, Worker } from 'bullmq';
@@ -59,6 +59,11 @@ interface Running {
   readonly runner: CallRunner;
 }
 
+/** How long a worker that handed a call back for want of a slot takes no job, so that another worker takes it. */
+const HAND_BACK_PAUSE_MS = 250;
+/** How long a read of the pack's live workers is taken as current. */
+const OTHERS_FRESH_MS = 1000;
+
 /**
  * A worker of one tool pack in one lane: announces its tools, takes jobs off
  * its pack's queue only while call slots are spare (see JobFetchGovernor),
@@ -87,12 +92,18 @@ export class WorkerPool {
   #queueConnection: RedisConnection | undefined;
   #leaseTimer: NodeJS.Timeout | undefined;
   #stopping = false;
+  readonly #packId: string;
+  /** Ends a pause in taking jobs (see #pauseFetching). */
+  #resumeTimer: NodeJS.Timeout | undefined;
+  /** Whether another live worker serves this pack, as last read (see #othersServe). */
+  #othersKnown: { readonly at: number; readonly answer: Promise<boolean> } | undefined;
 
   constructor(options: WorkerPoolOptions) {
     this.#o = options;
     this.id = options.id ?? `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
     this.laneQueue = queueName(options.prefix, options.tier, options.pool);
-    this.queue = packQueueName(this.laneQueue, packOf(options.tools.map((t) => t.definition), options.pack).id);
+    this.#packId = packOf(options.tools.map((t) => t.definition), options.pack).id;
+    this.queue = packQueueName(this.laneQueue, this.#packId);
     this.#tools = new Map(options.tools.map((t) => [t.definition.name, t]));
     this.#keys = fleetKeys(options.prefix);
     this.lane = laneOf(options.tier, options.pool);
@@ -128,6 +139,8 @@ export class WorkerPool {
       retryAttempts: o.retryAttempts,
       retryBackoffMs: o.retryBackoffMs,
       progressIntervalMs: o.progressIntervalMs ?? 200,
+      othersServe: () => this.#othersServe(catalog),
+      onHandedBack: () => this.#pauseFetching(),
       metrics: o.metrics,
       tracer: o.tracer,
       log: o.log,
@@ -231,10 +244,13 @@ export class WorkerPool {
     this.#stopping = true;
     const o = this.#o;
     clearInterval(this.#leaseTimer);
+    clearTimeout(this.#resumeTimer);
     const running = this.#running;
     await running?.catalog.withdraw(this.lane, this.id, [...this.#tools.values()].map((t) => t.definition), o.pack).catch(() => undefined);
-    // Calls waiting here for a slot have not started: they go back to the queue now, for the pack's other workers.
+    // Calls waiting here for a slot (a call slot, or their MCP server's) have not started: they go back to the queue
+    // now, for the pack's other workers.
     running?.runner.handBackWaiting();
+    this.#slots.drain();
     const closing = this.#worker?.close();
     const grace = setTimeout(() => {
       const active = running?.runner.active ?? new Map<string, ActiveRun>();
@@ -249,6 +265,36 @@ export class WorkerPool {
     if (this.#subscriber) await closeRedis(this.#subscriber);
     if (running) await closeRedis(running.redis);
     o.log.info('worker pool stopped');
+  }
+
+  /**
+   * Whether another live worker serves this pack, read at most once a second (asked for each call that finds no
+   * slot here, which a burst makes many).
+   */
+  #othersServe(catalog: Catalog): Promise<boolean> {
+    const now = Date.now();
+    if (this.#othersKnown === undefined || now - this.#othersKnown.at > OTHERS_FRESH_MS) {
+      const asked = catalog.liveWorkers(this.lane, this.#packId).then((live) => live > 1);
+      this.#othersKnown = { at: now, answer: asked };
+      // A failed read says no: the call waits here, as it did before anyone asked.
+      asked.catch(() => (this.#othersKnown = undefined));
+    }
+    return this.#othersKnown.answer.catch(() => false);
+  }
+
+  /**
+   * Takes no job for a moment: a call this worker handed back for want of a slot is at the head of the queue, and
+   * would otherwise be taken straight back here rather than by a worker with a free one. Jobs held go on.
+   */
+  #pauseFetching(): void {
+    const worker = this.#worker;
+    if (worker === undefined || this.#stopping) return;
+    clearTimeout(this.#resumeTimer);
+    void worker.pause(true);
+    this.#resumeTimer = setTimeout(() => {
+      this.#resumeTimer = undefined;
+      if (!this.#stopping) void worker.resume();
+    }, HAND_BACK_PAUSE_MS);
   }
 
   /** A job carries one call, or a batch of calls for this pack; each runs on its own in a call slot. */
@@ -281,15 +327,28 @@ export class WorkerPool {
           return;
         }
       }
+      // A batch's calls past the call slots free here would wait for this worker's running calls to end: when another
+      // live worker serves the pack, they go back to the queue for it (one read of the catalog, and only then).
+      const elsewhere = envelopes.length > this.#slots.spare && (await this.#othersServe(this.#running!.catalog));
+      let handedBack = false;
+      const handBack = async (envelope: CallEnvelope, why: string): Promise<void> => {
+        if ((await runner.handBack(envelope, why)) === 'handed back') handedBack = true;
+        // Not handed back (Redis refused the add): it runs here after all.
+        else await this.#slots.run(() => runner.run(envelope, running), () => governor.govern(), () => runner.run(envelope, running));
+      };
       await Promise.all(
         envelopes.map((envelope) => {
           governor.callAsks();
+          if (elsewhere && this.#slots.spare <= 0) return handBack(envelope, 'no free call slot here');
           return this.#slots.run(
-            () => runner.run(envelope, running, envelopes.length > 1),
+            () => runner.run(envelope, running),
             () => governor.govern(),
+            // The worker stops: a call still waiting for a slot has not started, and goes back to the queue.
+            () => handBack(envelope, 'shutdown'),
           );
         }),
       );
+      if (handedBack && !this.#stopping) this.#pauseFetching();
     } finally {
       governor.jobDone();
     }

@@ -68,6 +68,13 @@ export interface CallRunnerDeps {
   readonly retryQueue: () => Queue;
   readonly retryAttempts: number;
   readonly retryBackoffMs: number;
+  /**
+   * Whether another live worker serves this worker's pack: then a call whose tool has no free slot here goes back
+   * to the queue for it, rather than wait here (see run).
+   */
+  readonly othersServe?: () => Promise<boolean>;
+  /** Told when a call went back to the queue for want of a slot: the worker takes no job for a moment, so that another does. */
+  readonly onHandedBack?: () => void;
   /** Shortest time between two progress reports of one call leaving this worker. */
   readonly progressIntervalMs: number;
   readonly metrics?: FleetMetrics | undefined;
@@ -114,12 +121,13 @@ export class CallRunner {
   }
 
   /**
-   * Runs one call of a job; `jobCalls` holds the job's running calls, for the job's cancellation. `inBatch`: the job
-   * carries other calls too (a dispatcher's batch goes to one worker whole): one whose tool's slots are all taken
-   * here goes back to the queue, for a worker with free ones, instead of waiting here (a call of a job of its own
-   * waits: handing it back could only bring it back, to this worker or another as full).
+   * Runs one call of a job; `jobCalls` holds the job's running calls, for the job's cancellation. A call whose
+   * tool's slots are all taken here (an MCP server's instances all busy, and no more to start) goes back to the
+   * head of the queue when another live worker serves the pack, for a worker with a free one, instead of waiting
+   * here; this worker then takes no job for a moment, or it would take the call straight back. The only worker
+   * of a pack keeps such a call until a slot frees.
    */
-  async run(envelope: CallEnvelope, jobCalls: Set<ActiveRun>, inBatch = false): Promise<void> {
+  async run(envelope: CallEnvelope, jobCalls: Set<ActiveRun>): Promise<void> {
     const d = this.#d;
     const { call } = envelope;
     const log = lazyChild(d.log, { callId: call.id, tool: call.name, tier: d.tier });
@@ -146,7 +154,9 @@ export class CallRunner {
     const reserver = slotReserverOf(tool.executor);
     let reserved: ReservedRun | undefined;
     if (reserver !== undefined) {
-      const got = inBatch && reserver.full(envelope.caller) ? await this.#handBack(envelope, 'its tool has no free slot here', log) : await this.#reserve(envelope, reserver, log);
+      const elsewhere = reserver.full(envelope.caller) && (await d.othersServe?.()) === true;
+      const got = elsewhere ? await this.handBack(envelope, 'its tool has no free slot here', log) : await this.#reserve(envelope, reserver, log);
+      if (elsewhere && got === 'handed back') d.onHandedBack?.();
       if (got === 'handed back' || got === 'already waiting') return;
       if (got instanceof UnavailableError) {
         // What runs the tool is down (an MCP server that does not start, or crash-looped): the call never started,
@@ -188,20 +198,22 @@ export class CallRunner {
     } finally {
       this.#reserving.delete(call.id);
     }
-    return this.#handBack(envelope, 'shutdown', log);
+    return this.handBack(envelope, 'shutdown', log);
   }
 
   /**
    * A call that has not started goes back to the pack's queue, as a job of its own (as a retry does); `undefined`
    * when that fails, and the call then waits for its slot here.
    */
-  async #handBack(envelope: CallEnvelope, why: string, log: Pick<Logger, 'info' | 'warn' | 'error'>): Promise<'handed back' | undefined> {
+  async handBack(envelope: CallEnvelope, why: string, log: Pick<Logger, 'info' | 'warn' | 'error'> = this.#d.log): Promise<'handed back' | undefined> {
     const d = this.#d;
     const { call } = envelope;
-    // The id is fixed by the call and this worker, so an add that landed but lost its answer is not added twice.
+    // A job id of this hand-back's own: an add that landed but lost its answer is not added twice when sent again, and
+    // a call handed back a second time (it came back here) is not taken for the job it came in, which is still held.
+    // At the head of the queue: it was taken before the calls waiting there.
     try {
-      const jobId = `h-${envelope.token ?? call.id}-${d.workerId}`;
-      await durableStep('hand back', call.id, () => d.retryQueue().add(call.name, envelope, { jobId, removeOnComplete: true, removeOnFail: { age: 24 * 3600 } }), log);
+      const jobId = `h-${envelope.token ?? call.id}-${randomUUID()}`;
+      await durableStep('hand back', call.id, () => d.retryQueue().add(call.name, envelope, { jobId, lifo: true, removeOnComplete: true, removeOnFail: { age: 24 * 3600 } }), log);
       log.info({ why }, 'call handed back to the queue before it started');
       return 'handed back';
     } catch (err) {
