@@ -167,12 +167,17 @@ describe('calls waiting in a worker for an MCP instance', () => {
     expect(lost.error?.code, JSON.stringify(lost)).toBe('MCP_SERVER_LOST');
     // It never reached the server: FleetClient throws it, as any call whose tool never ran.
     const gone = await client.wait(waiting).then((r) => JSON.stringify(r), (e: unknown) => e);
-    expect(gone, String(gone)).toMatchObject({ code: 'NO_WORKER' });
+    expect(gone, String(gone)).toMatchObject({ code: 'NO_WORKER', message: expect.stringContaining('send the call again with a new id') as string });
     expect(dir.runs('py.runs').some((r) => r.key === 'waiting')).toBe(false);
     // With its server's tools withdrawn, the same id again answers for the call it names, never "no worker: call again".
     await until('py.wait to be withdrawn', async () => !(await client.tools()).some((t) => t.name === 'py.wait'), { timeoutMs: 20_000 });
     const again = await client.call('py.wait', { ms: 60_000, key: 'running' }, { id: running });
     expect(again.error?.code, JSON.stringify(again)).toBe('MCP_SERVER_LOST');
     expect(dir.runs('py.runs').filter((r) => r.key === 'running' && r.event === 'start')).toHaveLength(1);
+    // The id names a call: another call under it, or another caller's, is refused as always, not told "no worker".
+    await expect(client.call('py.wait', { ms: 1, key: 'running' }, { id: running })).rejects.toMatchObject({ code: 'IDEMPOTENCY_CONFLICT' });
+    const stranger = new FleetClient({ url: dispatcher.url, token: await fleet.token({ subject: 'someone-else', grants: ['py.*'] }), timeoutMs: CALL_TIMEOUT_MS });
+    clients.push(stranger);
+    await expect(stranger.call('py.wait', { ms: 60_000, key: 'running' }, { id: running })).rejects.toMatchObject({ code: 'BAD_REQUEST' });
   }, 60_000);
 });

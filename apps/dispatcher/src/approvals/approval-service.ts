@@ -146,7 +146,7 @@ export class ApprovalService {
     const route = d.router.route(record.name);
     if (route === undefined) {
       // Approved, but nobody can run it now: end it as such rather than park it on a queue no worker reads.
-      const result = errorResult(envelope.call, new NoWorkerError(record.name, record.lane, { lane: parseLane(record.lane) }));
+      const result = errorResult(envelope.call, new NoWorkerError(record.name, record.lane, { lane: parseLane(record.lane), ended: true }));
       if (await d.store.end(record.lane, id, 'failed', result, { onlyFrom: 'queued' })) this.#audit(record, by, { decision: 'failed', code: 'NO_WORKER', arguments: original });
       return { id, status: 'failed', result };
     }

@@ -94,7 +94,7 @@ export class StrandedCalls {
     // ends NO_WORKER saying how often it ran. Any other ends WORKER_LOST, and must not be sent again (retryable: false).
     const retryable = d.catalog.definitionOf(name)?.retryable === true;
     const lost = record.status === 'running' && !retryable;
-    const error = lost ? new WorkerLostError(name, 'lock_expired', { detail: 'its worker stopped and no other live worker serves the tool' }) : new NoWorkerError(name, from.queue, { runs: record.starts, lane: parseLane(from.lane) });
+    const error = lost ? new WorkerLostError(name, 'lock_expired', { detail: 'its worker stopped and no other live worker serves the tool' }) : new NoWorkerError(name, from.queue, { runs: record.starts, lane: parseLane(from.lane), ended: true });
     const result = errorResult(envelope.call, error);
     if (await d.store.end(from.lane, id, 'failed', lost ? { ...result, error: { ...result.error!, retryable: false } } : result, { onlyFrom: record.status })) {
       d.audit.write({ decision: 'failed', code: error.code, callId: id, tool: name, ...(envelope.caller === undefined ? {} : { caller: envelope.caller }) });

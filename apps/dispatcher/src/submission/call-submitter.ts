@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { BadRequestError, type CallEnvelope, type CallView, errorResult, IdempotencyConflictError, InternalError, isFleetError, laneOf, lazyChild, NoWorkerError, type SubmitCallRequest, type ToolCall } from '@forge-fleet/shared';
+import { BadRequestError, type CallEnvelope, type CallView, errorResult, type FleetError, IdempotencyConflictError, InternalError, isFleetError, laneOf, lazyChild, NoWorkerError, type SubmitCallRequest, type ToolCall } from '@forge-fleet/shared';
 import { type CallRecord, type CallStore, laneQueueName, parseLane, requestHash, type Submitted, type TierQueues, type FleetKeys } from '@forge-fleet/store';
 import type { TraceCarrier } from '@forge-fleet/telemetry';
 import type { Logger } from 'pino';
@@ -46,6 +46,13 @@ export interface Submission {
   readonly trace?: TraceCarrier | undefined;
 }
 
+/** Why a submission of a taken id does not answer for the call it names: another caller's id, or another call. */
+function refusalOfResubmission(existing: CallRecord, call: ToolCall, caller: Caller, fingerprint: string): FleetError | undefined {
+  if (!ownedBy(existing, caller)) return new BadRequestError(`call id '${call.id}' is taken by another caller; submit with another id (or none)`);
+  const conflict = conflictOf(existing, call, fingerprint);
+  return conflict === undefined ? undefined : new IdempotencyConflictError(call.id, conflict);
+}
+
 /**
  * Where an admitted call is submitted: its envelope is built and signed, its
  * record written — waiting for a person, or queued together with its job on
@@ -87,14 +94,10 @@ export class CallSubmitter {
     const fingerprint = requestHash(call.name, call.arguments);
     // A second submission of a taken id answers for the existing call — if it is the caller's own, and the same call.
     const resubmitted = (existing: CallRecord, listening?: Listening): Promise<CallView> => {
-      if (!ownedBy(existing, caller)) {
+      const refused = refusalOfResubmission(existing, call, caller, fingerprint);
+      if (refused !== undefined) {
         listening?.stop();
-        throw new BadRequestError(`call id '${call.id}' is taken by another caller; submit with another id (or none)`);
-      }
-      const conflict = conflictOf(existing, call, fingerprint);
-      if (conflict !== undefined) {
-        listening?.stop();
-        throw new IdempotencyConflictError(call.id, conflict);
+        throw refused;
       }
       log.info({ status: existing.status }, 'call id already submitted; answering for the existing call');
       // The listener registered before the submit stays: the existing call may end at any moment.
@@ -179,7 +182,10 @@ export class CallSubmitter {
   async existing(call: ToolCall, caller: Caller, waitMs: number, signal?: AbortSignal): Promise<CallView | undefined> {
     const d = this.#d;
     const record = await d.store.get(call.id);
-    if (record === undefined || !ownedBy(record, caller) || conflictOf(record, call, requestHash(call.name, call.arguments)) !== undefined) return undefined;
+    if (record === undefined) return undefined;
+    // An id that names a call answers as a resubmission does, whatever the catalog says: never "no worker: call again".
+    const refused = refusalOfResubmission(record, call, caller, requestHash(call.name, call.arguments));
+    if (refused !== undefined) throw refused;
     return d.answers.getListening(call.id, caller, d.answers.listen(call.id, waitMs, signal));
   }
 

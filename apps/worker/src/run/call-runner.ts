@@ -161,7 +161,8 @@ export class CallRunner {
       if (got instanceof UnavailableError) {
         // What runs the tool is down (an MCP server that does not start, or crash-looped): the call never started,
         // and ends as a call no worker can run does, not as a run that failed.
-        await d.answers.fail(envelope, new NoWorkerError(call.name, d.queue, { lane: { tier: d.tier, pool: d.pool } }), 'queued');
+        const reason = typeof got.details.reason === 'string' ? got.details.reason : got.message;
+        await d.answers.fail(envelope, new NoWorkerError(call.name, d.queue, { lane: { tier: d.tier, pool: d.pool }, ended: true, reason }), 'queued');
         log.warn({ reason: got.message }, 'call not started: what runs its tool is down');
         return;
       }

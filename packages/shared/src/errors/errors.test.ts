@@ -218,6 +218,15 @@ describe('NoWorkerError', () => {
     expect(error.message).not.toContain('then call again');
     expect(error.details).toEqual({ toolName: 'rp.crash', queue: '{forge.host}', runs: 2 });
   });
+
+  it('tells a call that ended without running to send it again with a new id, not to call again, and says why no worker could run it', () => {
+    const error = new NoWorkerError('py.wait', '{forge.host}', { ended: true, reason: "MCP server 'py' crash-looped" });
+    expect(error.message).toContain("MCP server 'py' crash-looped");
+    expect(error.message).toContain('the call ended without running, and its id keeps this answer');
+    expect(error.message).toContain('send the call again with a new id');
+    expect(error.message).not.toContain('then call again');
+    expect(error.details).toEqual({ toolName: 'py.wait', queue: '{forge.host}', reason: "MCP server 'py' crash-looped" });
+  });
 });
 
 describe('WorkerLostError', () => {

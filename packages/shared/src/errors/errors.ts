@@ -279,21 +279,26 @@ export class NoWorkerError extends FleetError {
   /**
    * @param options.runs how often the call had already run, when it was waiting to run again (a retryable tool's
    *   retry) as its last worker went: whether those runs took effect is unknown, and the message says so.
+   * @param options.ended the call was admitted and has ended without running (its worker went, or what runs the tool
+   *   is down): its id keeps this answer, so the message says to send it again with a new one, not to "call again".
+   * @param options.reason why no worker can run it, when known (an MCP server that is not running, and why).
    */
   constructor(
     readonly toolName: string,
     readonly queue: string,
-    options: { readonly runs?: number; readonly lane?: { readonly tier: string; readonly pool?: string | undefined } | undefined } = {},
+    options: { readonly runs?: number; readonly lane?: { readonly tier: string; readonly pool?: string | undefined } | undefined; readonly ended?: boolean; readonly reason?: string } = {},
   ) {
-    const { lane } = options;
+    const { lane, reason } = options;
     const worker = lane === undefined ? 'forge-worker' : `forge-worker --tier ${lane.tier}${lane.pool === undefined ? '' : ` --pool ${lane.pool}`}`;
     const start = `a worker of its ${lane === undefined ? 'tier' : lane.pool === undefined ? `tier (${lane.tier})` : `tier and pool (${lane.tier}, ${lane.pool})`} that serves it (\`${worker} --tools <module>\`, or \`--mcp <servers file>\` for an MCP server's tool, whose server must be up and list it: the worker's /readyz says)`;
     const runs = options.runs ?? 0;
     super(
       runs > 0
         ? `no live worker serves tool '${toolName}' (queue ${queue}) to run the call again: it had already run ${runs} time${runs === 1 ? '' : 's'}, and whether that took effect is unknown; check before calling it again, once ${start} is up`
-        : `no live worker serves tool '${toolName}' (queue ${queue}); start ${start}, then call again`,
-      { toolName, queue, ...(runs > 0 ? { runs } : {}) },
+        : options.ended === true
+          ? `no live worker can run tool '${toolName}' (queue ${queue})${reason === undefined ? '' : `: ${reason}`}; the call ended without running, and its id keeps this answer: once ${start} is up, send the call again with a new id`
+          : `no live worker serves tool '${toolName}' (queue ${queue}); start ${start}, then call again`,
+      { toolName, queue, ...(runs > 0 ? { runs } : {}), ...(reason === undefined ? {} : { reason }) },
     );
   }
 }
