@@ -174,6 +174,19 @@ describe('a pool of MCP server instances', () => {
     expect(pool.status().instances[0]?.inFlight).toBe(0);
   });
 
+  it('reads its tools before the calls waiting for a slot: a worker holding many calls of a busy server still follows its list', async () => {
+    const pool = track(new McpServerPool({ server: 'everything', launch: everything, instances: { min: 1, max: 1, callsPerInstance: 1 } }, tools));
+    await pool.start();
+    const order: string[] = [];
+    const call = (n: number): Promise<void> => pool.call({ tool: 'trigger-long-running-operation', arguments: { duration: 0.3, steps: 1 } }).then(() => void order.push(`call ${n}`));
+    const calls = [1, 2, 3, 4].map(call);
+    await vi.waitFor(() => expect(pool.status().waiting).toBe(3), WAIT);
+    const listing = pool.listTools().then(() => void order.push('listing'));
+    await Promise.all([...calls, listing]);
+    // The running call ends first; the listing takes the next slot, before the three that waited longer.
+    expect(order).toEqual(['call 1', 'listing', 'call 2', 'call 3', 'call 4']);
+  });
+
   it('fails a call whose instance is killed with a typed error, and replaces the instance', async () => {
     const pool = track(new McpServerPool({ server: 'everything', launch: everything, instances: { min: 1, max: 1 }, restart: { initialDelayMs: 10 } }, tools));
     await pool.start();

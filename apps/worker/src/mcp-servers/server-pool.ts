@@ -295,7 +295,11 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
         },
       };
       signal?.addEventListener('abort', onAbort, { once: true });
-      this.#waiters.push(waiter);
+      // A listing goes before the calls waiting: it is one short request, and what the fleet admits waits on it (a
+      // server that changed a tool's schema has its new one checked only once it is read), while a worker may hold
+      // many calls for a busy server.
+      if (anyInstance) this.#waiters.unshift(waiter);
+      else this.#waiters.push(waiter);
       onCancellable?.(cancel);
       this.#dispatch();
     });
