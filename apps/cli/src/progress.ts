@@ -31,8 +31,9 @@ export function describeCall(view: CallView): string {
 
 /**
  * The status line `forge call --wait` keeps on stderr: on a terminal one line
- * rewritten in place (`\r`), elsewhere one line per change of status or
- * progress, so a log shows each step once and not a line per second.
+ * rewritten in place (`\r`), elsewhere a line for each reading (about one a
+ * second) whose status or progress differs from the line before, so a log
+ * shows each state it saw once and not a line per second.
  */
 export class ProgressLine {
   #last: string | undefined;
