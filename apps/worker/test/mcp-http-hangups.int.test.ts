@@ -26,6 +26,8 @@ interface Upstream {
   readonly hung: { readonly open: Set<unknown>; readonly seen: Set<unknown> };
   /** The request ids of the `notifications/cancelled` it received. */
   readonly cancelled: unknown[];
+  /** The Last-Event-ID of each GET that resumed a stream. */
+  readonly resumed: unknown[];
   close(): Promise<void>;
 }
 
@@ -33,7 +35,8 @@ async function startUpstream(): Promise<Upstream> {
   let connections = 0;
   const hung = { open: new Set<unknown>(), seen: new Set<unknown>() };
   const cancelled: unknown[] = [];
-  const upstream = await startTellingProcess<{ event: string; port?: number; open?: number; id?: unknown; requestId?: unknown }>([UPSTREAM], (told) => {
+  const resumed: unknown[] = [];
+  const upstream = await startTellingProcess<{ event: string; port?: number; open?: number; id?: unknown; requestId?: unknown; last?: unknown }>([UPSTREAM], (told) => {
     if (told.event === 'connections' && told.open !== undefined) connections = told.open;
     if (told.event === 'hang-open') {
       hung.open.add(told.id);
@@ -41,8 +44,9 @@ async function startUpstream(): Promise<Upstream> {
     }
     if (told.event === 'hang-closed') hung.open.delete(told.id);
     if (told.event === 'cancelled') cancelled.push(told.requestId);
+    if (told.event === 'resumed') resumed.push(told.last);
   });
-  return { url: `http://127.0.0.1:${upstream.port}/mcp`, connections: () => connections, hung, cancelled, close: upstream.kill };
+  return { url: `http://127.0.0.1:${upstream.port}/mcp`, connections: () => connections, hung, cancelled, resumed, close: upstream.kill };
 }
 
 async function startPool(upstream: Upstream): Promise<McpServerPool> {
@@ -127,5 +131,48 @@ describe('an HTTP upstream whose SSE answer ends without the response', () => {
     expect(await pool.call({ tool: 'sse-end', arguments: { mode: 'answer' }, onProgress: (p) => steps.push(p.progress) })).toMatchObject({ content: [{ type: 'text', text: 'answered' }] });
     expect(steps).toEqual([1]);
     await servesOn(pool, session);
+  });
+});
+
+describe('an HTTP upstream whose SSE answer ends without the response after an event with an id', () => {
+  /** Calls whose stream ends after an event with an id (a notice; a priming event), resumed as `resume` says: their failures, once each ended. */
+  async function resumedCalls(pool: McpServerPool, resume: string): Promise<Awaited<ReturnType<typeof failureOf>>[]> {
+    return Promise.all(['idthenend', 'primeonly'].map((mode) => failureOf(pool.call({ tool: 'sse-end', arguments: { mode, resume } }))));
+  }
+
+  for (const [resume, what, said] of [
+    ['refuse', 'refuses to resume the stream (405: it offers no GET stream)', 'refused to resume it'],
+    ['fail', 'refuses to resume the stream with an error (500)', 'refused to resume it'],
+    ['json', 'answers the resumption with JSON, not a stream', 'refused to resume it'],
+    ['empty', 'resumes the stream, which ends without the response too', 'its resumption ended without it too'],
+  ] as const) {
+    it(`fails the call at once, EXECUTION_FAILED, when the upstream ${what}; the session serves on`, async () => {
+      const upstream = track(await startUpstream());
+      const pool = await startPool(upstream);
+      const session = pool.status().instances[0]?.id;
+      const started = Date.now();
+      // Before (405): the SDK resumed each stream (a GET with its Last-Event-ID) and, refused, waited for the call's
+      // 8 s timeout: EXECUTION_TIMEOUT.
+      const failures = await resumedCalls(pool, resume);
+      // The SDK resumes a stream 1 s after it ended.
+      expect(Date.now() - started).toBeLessThan(4_000);
+      await vi.waitFor(() => expect(upstream.resumed).toHaveLength(2), WAIT);
+      for (const failure of failures) {
+        expect(failure.code).toBe('EXECUTION_FAILED');
+        expect(failure.message).toContain("MCP server 'hangup'");
+        expect(failure.message).toContain('ended without a response');
+        expect(failure.message).toContain(said);
+      }
+      await servesOn(pool, session);
+    });
+  }
+
+  it('answers the call when the upstream resumes the stream with the response', async () => {
+    const upstream = track(await startUpstream());
+    const pool = await startPool(upstream);
+    for (const mode of ['idthenend', 'primeonly']) {
+      expect(await pool.call({ tool: 'sse-end', arguments: { mode, resume: 'answer' } })).toMatchObject({ content: [{ type: 'text', text: 'answered' }] });
+    }
+    await vi.waitFor(() => expect(upstream.resumed).toHaveLength(2), WAIT);
   });
 });

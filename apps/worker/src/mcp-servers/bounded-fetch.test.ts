@@ -271,3 +271,92 @@ describe('boundedFetch and a cancel', () => {
     expect(signal?.aborted).toBe(false);
   });
 });
+
+/** An upstream whose POST answers end after a priming event `ev-<request id>`, and whose GETs that resume one `resume` answers; what it was asked. */
+function resuming(resume: (lastEventId: string) => Response): { upstream: FetchLike; log: string[] } {
+  const log: string[] = [];
+  const upstream: FetchLike = (_url, init) => {
+    if (init?.method === 'GET') {
+      const last = new Headers(init.headers).get('last-event-id') ?? '';
+      log.push(`GET ${last}`);
+      return Promise.resolve(resume(last));
+    }
+    const { id } = JSON.parse(bodyOf(init)) as { id: number };
+    log.push(`POST ${id}`);
+    return Promise.resolve(new Response(`id: ev-${id}\ndata: \n\n`, { headers: { 'content-type': 'text/event-stream' } }));
+  };
+  return { upstream, log };
+}
+
+/** The GET with which the SDK's transport resumes a stream. */
+const resumeAfter = (fetch: FetchLike, lastEventId: string): Promise<Response> =>
+  fetch('http://upstream/mcp', { method: 'GET', headers: new Headers({ accept: 'text/event-stream', 'last-event-id': lastEventId }) });
+
+/** The answers of the worker's own in an SSE text: each event's id and its request's, and what the error says. */
+function madeUp(text: string): { eventId: string | undefined; id: unknown; what: string | undefined }[] {
+  return text
+    .split('\n\n')
+    .filter((e) => e.includes('data: '))
+    .map((e) => {
+      const answer = JSON.parse(/^data: (.*)$/m.exec(e)?.[1] ?? '') as { id: unknown; error: { code: number; message: string; data: unknown } };
+      return { eventId: /^id: (.*)$/m.exec(e)?.[1], id: answer.id, what: notAnAnswer(new McpError(answer.error.code, answer.error.message, answer.error.data)) };
+    });
+}
+
+const sse = (body: string): Response => new Response(body, { headers: { 'content-type': 'text/event-stream' } });
+
+describe('boundedFetch and a stream the transport resumes', () => {
+  it("answers the requests of a stream whose resumption the upstream refuses (405, 500, not SSE) with the worker's own error; a resumption after that answer is not sent", async () => {
+    for (const [refusal, said] of [
+      [() => new Response(null, { status: 405 }), 'it answered HTTP 405'],
+      [() => new Response('{"error":"no"}', { status: 500, headers: { 'content-type': 'application/json' } }), 'it answered HTTP 500'],
+      [() => new Response('{}', { headers: { 'content-type': 'application/json' } }), 'it answered HTTP 200 without an SSE stream'],
+    ] as const) {
+      const { upstream, log } = resuming(refusal);
+      const bounded = boundedFetch(1024, upstream);
+      // The transport passes the priming event on, and resumes the stream after it.
+      expect(await (await bounded('http://upstream/mcp', { method: 'POST', body: request(7) })).text()).toBe('id: ev-7\ndata: \n\n');
+      const answered = await resumeAfter(bounded, 'ev-7');
+      expect([answered.status, answered.headers.get('content-type')]).toEqual([200, 'text/event-stream']);
+      const [answer, ...more] = madeUp(await answered.text());
+      expect(more).toEqual([]);
+      expect(answer?.id).toBe(7);
+      expect(answer?.what).toContain(`ended without a response to the request, and the upstream refused to resume it (${said})`);
+      // The transport resumes that stream too, after the id of its last event: answered here, as an upstream without a GET stream does.
+      expect((await resumeAfter(bounded, answer?.eventId ?? '')).status).toBe(405);
+      expect(log).toEqual(['POST 7', 'GET ev-7']);
+      // Any other resumption is the upstream's.
+      expect((await resumeAfter(bounded, 'ev-other')).status).toBe(refusal().status);
+      expect(log).toEqual(['POST 7', 'GET ev-7', 'GET ev-other']);
+    }
+  });
+
+  it("passes a resumed stream's response on; a resumed stream that ends without it answers the request with the worker's own error", async () => {
+    const response = 'data: {"jsonrpc":"2.0","id":7,"result":{"content":[]}}\n\n';
+    const bounded = boundedFetch(1024, resuming(() => sse(response)).upstream);
+    await (await bounded('http://upstream/mcp', { method: 'POST', body: request(7) })).text();
+    expect(await (await resumeAfter(bounded, 'ev-7')).text()).toBe(response);
+
+    const { upstream, log } = resuming((last) => sse(last === 'ev-7' ? 'id: ev-8\ndata: \n\n' : 'data: not json\n\n'));
+    const again = boundedFetch(1024, upstream);
+    await (await again('http://upstream/mcp', { method: 'POST', body: request(7) })).text();
+    // A resumed stream with an id of its own is resumed after it in turn.
+    expect(await (await resumeAfter(again, 'ev-7')).text()).toBe('id: ev-8\ndata: \n\n');
+    const ended = await (await resumeAfter(again, 'ev-8')).text();
+    expect(ended.startsWith('data: not json\n\n')).toBe(true);
+    const [answer, ...more] = madeUp(ended.slice('data: not json\n\n'.length));
+    expect(more).toEqual([]);
+    expect(answer).toMatchObject({ id: 7, what: expect.stringContaining('and its resumption ended without it too (it held 1 event, none of them the response)') as unknown });
+    expect((await resumeAfter(again, answer?.eventId ?? '')).status).toBe(405);
+    expect(log).toEqual(['POST 7', 'GET ev-7', 'GET ev-8']);
+  });
+
+  it('answers no request whose call ended (its cancel was sent) before the resumption', async () => {
+    const { upstream } = resuming(() => new Response(null, { status: 405 }));
+    const bounded = boundedFetch(1024, upstream);
+    await (await bounded('http://upstream/mcp', { method: 'POST', body: request(7) })).text();
+    await bounded('http://upstream/mcp', { method: 'POST', body: cancel(7) });
+    // The upstream's own refusal, as the transport would have had it.
+    expect((await resumeAfter(bounded, 'ev-7')).status).toBe(405);
+  });
+});

@@ -3,6 +3,7 @@ import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { badAnswer, MAX_MESSAGE_BYTES, tooLargeAnswer } from './answer-lines.js';
 import { cancelledIdsOf, requestIdsOf } from './post-body.js';
 import { RequestPosts } from './request-posts.js';
+import { StreamResumptions } from './stream-resumptions.js';
 
 /** What of an error body is read: it only goes into a message (a refusal's revisions, say), never whole. */
 const MAX_ERROR_BODY_BYTES = 64 * 1024;
@@ -34,19 +35,46 @@ type JsonRpcId = string | number;
  * It also ends what the transport leaves open (request-posts.ts): a request
  * whose cancel is sent — a call's timeout or cancel — has its POST aborted
  * once the cancel has gone, and its answer ends as if the upstream had ended
- * it. One fetch serves one connection (request ids are the connection's).
+ * it. And what the transport leaves waiting (stream-resumptions.ts): a POST's
+ * SSE answer that ended after an event with an id, without the response, is
+ * resumed by the transport (a GET with its Last-Event-ID); when the upstream
+ * refuses that, or the resumed stream ends without the response too, the
+ * request gets the worker's own error answer instead of nothing.
+ * One fetch serves one connection (request ids are the connection's).
  */
 export function boundedFetch(maxBytes: number = MAX_MESSAGE_BYTES, base: FetchLike = fetch): FetchLike {
   const posts = new RequestPosts();
+  const resumptions = new StreamResumptions();
   return async (url, init) => {
     const signal = init?.signal ?? undefined;
     const cancelled = cancelledIdsOf(init?.body);
-    if (cancelled.length > 0) return posts.cancel(cancelled, async (given) => bounded(await base(url, { ...init, signal: given }), [], maxBytes), signal);
-    const ids = requestIdsOf(init?.body);
-    if (ids.length === 0) return bounded(await base(url, init), ids, maxBytes);
+    if (cancelled.length > 0) {
+      resumptions.forget(cancelled);
+      return posts.cancel(cancelled, async (given) => bounded(await base(url, { ...init, signal: given }), [], maxBytes), signal);
+    }
+    const resumedAfter = init?.method === 'GET' ? (new Headers(init.headers).get('last-event-id') ?? undefined) : undefined;
+    // What a stream the worker ended would be resumed for is known: nothing. Not asked of the upstream, which may answer with an error, and the transport then ends the session.
+    if (resumedAfter !== undefined && resumptions.isEnded(resumedAfter)) return new Response(null, { status: 405, statusText: 'Method Not Allowed' });
+    const ids = resumedAfter === undefined ? requestIdsOf(init?.body) : resumptions.take(resumedAfter);
+    const stream: EventStream = { resumptions, resumed: resumedAfter !== undefined };
+    if (ids.length === 0) return bounded(await base(url, init), ids, maxBytes, stream);
+    // A resumption of requests is ended by their cancel as their POST is.
     const post = posts.open(ids, signal);
     try {
-      const response = await bounded(await base(url, { ...init, signal: post.signal }), ids, maxBytes);
+      const answered = await base(url, { ...init, signal: post.signal });
+      if (resumedAfter !== undefined) {
+        const refused = resumptionRefused(answered);
+        if (refused !== undefined) {
+          post.settle();
+          // A redirect is followed with the same Last-Event-ID: that GET resumes the stream.
+          if (refused === 'redirect') resumptions.expect(resumedAfter, ids);
+          if (typeof refused !== 'object') return bounded(answered, ids, maxBytes);
+          await answered.body?.cancel().catch(() => undefined);
+          const answers = ids.map((id) => endedUnanswered(id, `, and the upstream refused to resume it (${refused.reason})`));
+          return madeUpStream(answers, resumptions.endedStreamId());
+        }
+      }
+      const response = await bounded(answered, ids, maxBytes, stream);
       // A redirect's body is not read (the transport reads its headers): the POST that follows it is another.
       if (response.body === null || (!response.ok && response.status < 400)) {
         post.settle();
@@ -60,14 +88,45 @@ export function boundedFetch(maxBytes: number = MAX_MESSAGE_BYTES, base: FetchLi
   };
 }
 
-/** `response` with its body bounded as {@link boundedFetch} says, for a POST of requests `ids` (none: a notification's, the session's GET stream). */
-async function bounded(response: Response, ids: readonly JsonRpcId[], maxBytes: number): Promise<Response> {
+/**
+ * What a resumption's answer says, when it is no stream to read: a redirect (followed by the transport), the session's
+ * end (404: the transport ends the session), or a refusal, why; undefined for an SSE stream.
+ */
+function resumptionRefused(response: Response): 'redirect' | 'ended' | { readonly reason: string } | undefined {
+  if (response.status >= 300 && response.status < 400) return 'redirect';
+  if (response.status === 404) return 'ended';
+  if (!response.ok) return { reason: `it answered HTTP ${response.status}` };
+  return mediaType(response) === 'text/event-stream' ? undefined : { reason: `it answered HTTP ${response.status} without an SSE stream` };
+}
+
+/** An SSE answer of the worker's own: `answers`, each an event with id `id` (the transport resumes a stream after its last event id). */
+function madeUpStream(answers: readonly (JSONRPCMessage | undefined)[], id: string): Response {
+  const events = answers.flatMap((answer) => (answer === undefined ? [] : [madeUpEvent(answer, id)]));
+  return new Response(events.join(''), { status: 200, headers: { 'content-type': 'text/event-stream' } });
+}
+
+/** `message` as an SSE event of the transport's, with an id when given. */
+const madeUpEvent = (message: JSONRPCMessage, id?: string): string => `${id === undefined ? '' : `id: ${id}\n`}event: message\ndata: ${JSON.stringify(message)}\n\n`;
+
+/** The media type of a response, as the transport reads it. */
+const mediaType = (response: Response): string | undefined => (response.headers.get('content-type') ?? '').split(';')[0]?.trim().toLowerCase();
+
+/** What an SSE stream the fetch bounds is, for what is to become of requests it ends without answering. */
+export interface EventStream {
+  /** Where a stream that the transport will resume notes its requests, for the resumption to answer. */
+  readonly resumptions: StreamResumptions;
+  /** The stream resumes another (a GET with a Last-Event-ID). */
+  readonly resumed: boolean;
+}
+
+/** `response` with its body bounded as {@link boundedFetch} says, for a POST of requests `ids` (none: a notification's, the session's GET stream) or a resumption of their stream. */
+async function bounded(response: Response, ids: readonly JsonRpcId[], maxBytes: number, stream?: EventStream): Promise<Response> {
   if (response.body === null) return response;
   if (response.status >= 400) return rebodied(response, response.body.pipeThrough(firstBytes(MAX_ERROR_BODY_BYTES)));
   if (!response.ok) return response;
-  const type = (response.headers.get('content-type') ?? '').split(';')[0]?.trim().toLowerCase();
+  const type = mediaType(response);
   if (type === 'application/json') return boundedJson(response, response.body, ids, maxBytes);
-  if (type === 'text/event-stream') return rebodied(response, response.body.pipeThrough(boundedEvents(ids, maxBytes)));
+  if (type === 'text/event-stream') return rebodied(response, response.body.pipeThrough(boundedEvents(ids, maxBytes, stream)));
   return response;
 }
 
@@ -160,18 +219,21 @@ const CR = 0x0d;
  * empty stream, an event that is not JSON, a response to another request,
  * only progress), where the same mistake as a JSON body fails at once. Not
  * when an event carried an id: the transport resumes such a stream (a GET
- * with its Last-Event-ID) for the response.
+ * with its Last-Event-ID) for the response, and `stream` notes which
+ * requests that resumption is to answer. A resumed stream that ends so, with
+ * no id of its own, ends with the worker's answers, whose event id `stream`
+ * knows for the worker's (the transport would resume it again).
  */
-export function boundedEvents(ids: readonly JsonRpcId[], maxBytes: number): TransformStream<Uint8Array, Uint8Array> {
+export function boundedEvents(ids: readonly JsonRpcId[], maxBytes: number, stream?: EventStream): TransformStream<Uint8Array, Uint8Array> {
   /** The current event's chunks so far, and their bytes; while dropping, only counted. */
   let parts: Uint8Array[] = [];
   let size = 0;
   let dropping = false;
   let terminated = false;
-  /** The requests not answered on the stream yet; the events with data passed on; whether one of them had an id. */
+  /** The requests not answered on the stream yet; the events with data passed on; the last id one of them had. */
   const waiting = new Set(ids);
   let events = 0;
-  let resumable = false;
+  let lastId: string | undefined;
   /** The last byte seen was a line end (so another makes a blank line), and whether it was a CR (so an LF after it is the same line end). */
   let atLineEnd = false;
   let afterCr = false;
@@ -217,15 +279,19 @@ export function boundedEvents(ids: readonly JsonRpcId[], maxBytes: number): Tran
       if (start < chunk.length) take(chunk.subarray(start), controller);
     },
     flush(controller) {
-      if (waiting.size === 0 || resumable) {
+      if (waiting.size > 0 && lastId !== undefined) stream?.resumptions.expect(lastId, [...waiting]);
+      if (waiting.size === 0 || lastId !== undefined) {
         // An unfinished event at the end goes on as it came: what becomes of it is the SSE parser's business, as without the bound.
         end(controller);
         return;
       }
       // The SSE parser drops an unfinished event at the end of a stream: dropped here, so that the answers made up are events of their own.
-      for (const id of waiting) {
-        const answer = endedUnanswered(id, events);
-        if (answer !== undefined) controller.enqueue(encoder.encode(`event: message\ndata: ${JSON.stringify(answer)}\n\n`));
+      const held = events === 0 ? 'no event' : `${events} event${events === 1 ? '' : 's'}, none of them the response`;
+      const resumed = stream?.resumed === true;
+      const id = resumed ? stream.resumptions.endedStreamId() : undefined;
+      for (const request of waiting) {
+        const answer = endedUnanswered(request, resumed ? `, and its resumption ended without it too (it held ${held})` : ` (it held ${held})`);
+        if (answer !== undefined) controller.enqueue(encoder.encode(madeUpEvent(answer, id)));
       }
     },
   });
@@ -242,7 +308,7 @@ export function boundedEvents(ids: readonly JsonRpcId[], maxBytes: number): Tran
     if (ids.length === 0) return;
     // A POST's stream carries only its request's messages: once that request is answered, nothing on it is wanted,
     // so the stream ends here and the upstream's body is cancelled rather than read (and dropped) to its end.
-    for (const id of ids) controller.enqueue(encoder.encode(`event: message\ndata: ${JSON.stringify(tooLargeAnswer(id, size, maxBytes, true))}\n\n`));
+    for (const id of ids) controller.enqueue(encoder.encode(madeUpEvent(tooLargeAnswer(id, size, maxBytes, true))));
     controller.terminate();
     terminated = true;
   }
@@ -253,7 +319,7 @@ export function boundedEvents(ids: readonly JsonRpcId[], maxBytes: number): Tran
       const bytes = Buffer.from(event.buffer, event.byteOffset, event.byteLength);
       const facts = size <= SCREENED_BYTES ? smallEventFacts(bytes.toString('utf8'), waiting) : largeEventFacts(bytes, waiting);
       if (facts.data) events += 1;
-      if (facts.resumable) resumable = true;
+      if (facts.id !== undefined) lastId = facts.id;
       if (facts.answers !== undefined) waiting.delete(facts.answers);
       controller.enqueue(facts.fixed === undefined ? event : encoder.encode(facts.fixed));
     }
@@ -267,8 +333,8 @@ export function boundedEvents(ids: readonly JsonRpcId[], maxBytes: number): Tran
 interface EventFacts {
   /** It has data: the parser passes it on. */
   readonly data: boolean;
-  /** It has an id: the transport may resume the stream after it. */
-  readonly resumable: boolean;
+  /** Its id, when it has one and data: the transport may resume the stream after it. */
+  readonly id?: string | undefined;
   /** The request of those waiting that it is the response to. */
   readonly answers?: JsonRpcId | undefined;
   /** The event of the worker's own answer to pass on instead, for an answer that is neither a result nor an error (see {@link screened}). */
@@ -287,7 +353,7 @@ function smallEventFacts(event: string, waiting: ReadonlySet<JsonRpcId>): EventF
     else if (line.startsWith('event:')) type = fieldValue(line, 'event');
     else if (line.startsWith('id:')) id = fieldValue(line, 'id');
   }
-  const facts = { data: data.length > 0, resumable: data.length > 0 && id !== '' };
+  const facts = { data: data.length > 0, id: data.length > 0 && id !== '' ? id : undefined };
   // The transport reads only events of type `message`.
   if (data.length === 0 || (type !== undefined && type.trim() !== 'message')) return facts;
   const text = data.join('\n');
@@ -319,7 +385,10 @@ const EDGE_BYTES = 512;
 function largeEventFacts(event: Buffer, waiting: ReadonlySet<JsonRpcId>): EventFacts {
   const edges = `${event.subarray(0, EDGE_BYTES).toString('utf8')}\n${event.subarray(-EDGE_BYTES).toString('utf8')}`;
   const type = /^event:(.*)$/m.exec(edges)?.[1]?.trim();
-  const facts = { data: /^data:/m.test(edges), resumable: /^id: ?\S/m.test(edges) };
+  const data = /^data:/m.test(edges);
+  // The SSE parser takes an id line's value up to its line end, after one space.
+  const id = data ? /^id: ?([^\r\n]+)/m.exec(edges)?.[1] : undefined;
+  const facts = { data, id };
   if ((type !== undefined && type !== 'message') || /"method"\s*:/.test(edges)) return facts;
   for (const id of waiting) {
     const quoted = JSON.stringify(id).replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
@@ -329,11 +398,10 @@ function largeEventFacts(event: Buffer, waiting: ReadonlySet<JsonRpcId>): EventF
 }
 
 /**
- * The answer the worker makes up for request `id` whose SSE answer ended without its response, having passed on
- * `events` events: its call fails at once, as one answered with neither a result nor an error does.
+ * The answer the worker makes up for request `id` whose SSE answer ended without its response, `more` saying what
+ * else is known: its call fails at once, as one answered with neither a result nor an error does.
  */
-function endedUnanswered(id: JsonRpcId, events: number): JSONRPCMessage | undefined {
-  const held = events === 0 ? 'no event' : `${events} event${events === 1 ? '' : 's'}, none of them the response`;
+function endedUnanswered(id: JsonRpcId, more: string): JSONRPCMessage | undefined {
   // badAnswer gives the reason it is told for an answer that is well formed: a stand-in here, never sent.
-  return badAnswer({ jsonrpc: '2.0', id, result: {} }, `the SSE stream of its answer ended without a response to the request (it held ${held})`);
+  return badAnswer({ jsonrpc: '2.0', id, result: {} }, `the SSE stream of its answer ended without a response to the request${more}`);
 }
