@@ -262,11 +262,14 @@ describe('README.md recipes, run as written', () => {
 
       // The README's /mcp agent, verbatim but for the fleet's URL: it lists, calls echo, and hears its statuses.
       writeFileSync(join(dir, 'mcp-agent.mjs'), mcpAgent!.replace('http://127.0.0.1:8080', t.url));
-      const agent = spawnSync(process.execPath, [join(dir, 'mcp-agent.mjs')], { cwd: dir, env: { ...process.env, FORGE_TOKEN: t.vars.TOKEN }, encoding: 'utf8', timeout: 30_000 });
+      // Without colours, which console.log adds where FORCE_COLOR is set (as CI runners do).
+      const agent = spawnSync(process.execPath, [join(dir, 'mcp-agent.mjs')], { cwd: dir, env: { ...process.env, FORGE_TOKEN: t.vars.TOKEN, FORCE_COLOR: '0', NO_COLOR: '1' }, encoding: 'utf8', timeout: 30_000 });
       expect(agent.status, agent.stderr).toBe(0);
-      expect(agent.stdout).toMatch(/\bqueued\b/);
-      expect(agent.stdout).toMatch(/\bcompleted\b/);
-      expect(agent.stdout).toMatch(/^false \[/m);
+      // eslint-disable-next-line no-control-regex
+      const printed = agent.stdout.replace(/\u001b\[[0-9;]*m/g, '');
+      expect(printed).toMatch(/\bqueued\b/);
+      expect(printed).toMatch(/\bcompleted\b/);
+      expect(printed).toMatch(/^false \[/m);
     } finally {
       await t.close();
     }
