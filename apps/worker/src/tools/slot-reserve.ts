@@ -29,9 +29,9 @@ export type ReserveSlot = (caller: string | undefined, onCancellable: (cancel: (
 /**
  * Marks the question "would a call of this caller wait for a slot that only
  * a running call's end (or a session's reaping) frees?": every slot taken and
- * no more instances to start. A worker that took a batch of calls hands such
- * calls back to the queue rather than hold them, so that another worker with
- * free slots takes them (see CallRunner).
+ * no more instances to start. When another live worker serves the pack, a
+ * worker hands such a call back to the queue rather than hold it, so that a
+ * worker with a free slot takes it (see CallRunner.run).
  */
 export const SLOTS_FULL: unique symbol = Symbol.for('forge.slotsFull');
 
