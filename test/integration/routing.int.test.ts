@@ -47,22 +47,26 @@ describe('workers of one lane with different tool packs', () => {
     const ids: string[] = [];
     let sending = true;
     const sent: Promise<ToolResult>[] = [];
-    // A steady stream of calls of the shared tool (each holding its worker for 20 ms) while the t.fleet changes.
+    // A steady stream of calls of the shared tool (each holding its worker for 20 ms) while the t.fleet changes, until
+    // the test ends: a count cap ran out on a slow machine before the worker left (about 2,000 calls a second).
     const load = (async () => {
-      for (let i = 0; sending && i < 20_000; i++) {
+      for (let i = 0; sending && i < 1_000_000; i++) {
         const id = `churn-${i}-${randomUUID()}`;
         ids.push(id);
         sent.push(t.client!.call('mix_shared', { ms: 20 }, { id, timeoutMs: 60_000 }));
         if (i % 20 === 19) await new Promise((resolve) => setTimeout(resolve, 10));
       }
     })();
-    await until('calls under way', () => ids.length > 200);
-    const joined = await worker('mix_a,mix_shared');
-    await until('calls served by the worker that joined', async () => (await Promise.all(sent.slice(-100))).some((r) => (r.structuredContent as { pid?: number }).pid === joined.pid), { timeoutMs: 30_000 });
-    expect(await first.stop('SIGTERM')).toBe(0);
-    const after = ids.length;
-    await until('calls sent after the worker left', () => ids.length > after + 200);
-    sending = false;
+    try {
+      await until('calls under way', () => ids.length > 200);
+      const joined = await worker('mix_a,mix_shared');
+      await until('calls served by the worker that joined', async () => (await Promise.all(sent.slice(-100))).some((r) => (r.structuredContent as { pid?: number }).pid === joined.pid), { timeoutMs: 30_000 });
+      expect(await first.stop('SIGTERM')).toBe(0);
+      const after = ids.length;
+      await until('calls sent after the worker left', () => ids.length > after + 200);
+    } finally {
+      sending = false;
+    }
     await load;
     const results = await Promise.all(sent);
     for (const result of results) expect(result).toMatchObject({ isError: false, structuredContent: { runs: 1 } });

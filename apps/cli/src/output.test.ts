@@ -80,6 +80,11 @@ describe('command tables', () => {
     expect(queuesTable([])).toMatch(/no queues/);
   });
 
+  it("marks a worker's own queue, whose worker its pack's line counts already", () => {
+    const [, row] = queuesTable([{ lane: 'host', tier: 'host', queue: '{forge.host}.p1.w0123456789abcdef', tools: ['memory.read_graph'], waiting: 0, active: 1, delayed: 0, failed: 0, workers: 1, direct: true }]).split('\n');
+    expect(row).toMatch(/\s0\s+1\s+0\s+0\s+\(1, own\)\s+-\s+-\s+memory\.read_graph$/);
+  });
+
   it('prints a result as its structured content, pretty JSON, else its text', () => {
     const result: ToolResult = { toolCallId: 'c', name: 'echo', content: '{"n":1}', isError: false, structuredContent: { n: 1 } };
     expect(resultText(result)).toBe('{\n  "n": 1\n}');

@@ -104,7 +104,8 @@ export function queuesTable(queues: readonly QueueStats[]): string {
       String(q.active),
       String(q.delayed),
       String(q.failed),
-      String(q.workers),
+      // A worker's own queue is that worker again (counted in its pack's line).
+      q.direct === true ? `(${q.workers}, own)` : String(q.workers),
       q.calls === undefined ? '' : String(q.calls.waiting),
       q.calls === undefined ? '' : String(q.calls.active),
       truncate((q.tools ?? []).join(','), 60),

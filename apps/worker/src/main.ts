@@ -77,6 +77,8 @@ runMain('forge-worker', async () => {
   }
   // Set once the servers are known (below): a worker of MCP servers alone takes only the calls they can run at once.
   let concurrency = args.concurrency ?? DEFAULT_CONCURRENCY;
+  // The process's id: every generation of its pool is this worker, holding the same servers' sessions.
+  const workerId = args.id ?? `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
   const makePool = (served: readonly Tool[], id: string): WorkerPool =>
     new WorkerPool({
       redis: env.REDIS_URL,
@@ -94,6 +96,7 @@ runMain('forge-worker', async () => {
       retryAttempts: env.FORGE_RETRY_ATTEMPTS,
       retryBackoffMs: env.FORGE_RETRY_BACKOFF_MS,
       id,
+      sessionHolder: workerId,
       callKey,
       maxResultBytes: env.FORGE_MAX_RESULT_BYTES,
       progressIntervalMs: env.FORGE_PROGRESS_INTERVAL_MS,
@@ -143,7 +146,7 @@ runMain('forge-worker', async () => {
     if (clashes.length > 0) await servers?.close();
     if (clashes.length > 0) throw new ConfigInvalidError('worker tools', [`the tools module and the MCP servers file both offer ${clashes.join(', ')}: rename the module's tools or give the server another prefix`]);
   }
-  const serving = new ServingPool({ make: makePool, id: args.id ?? `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`, shutdownGraceMs: env.FORGE_SHUTDOWN_GRACE_MS, log });
+  const serving = new ServingPool({ make: makePool, id: workerId, shutdownGraceMs: env.FORGE_SHUTDOWN_GRACE_MS, log });
   let server: MetricsServer | undefined;
   try {
     await serving.start(served());

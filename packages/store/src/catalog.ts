@@ -1,9 +1,17 @@
 import { RegistryError, stableStringify, type ToolDefinition } from '@forge-fleet/shared';
 import { type FleetKeys, packQueueName } from './keys.js';
 import { laneQueueName, parseLane } from './lanes.js';
-import { definitionHash, packJson, packOf, parsePack, type ToolPack } from './packs.js';
+import { definitionHash, directPackOf, isDirectPack, packJson, packOf, parsePack, type ToolPack } from './packs.js';
 import type { RedisConnection } from './redis.js';
 import { ANNOUNCE_TOOLS, luaScript, RENEW_LEASES } from './scripts.js';
+
+/** Which pack of a worker an announcement is about. */
+interface PackChoice {
+  /** The operator's name of the worker's pack (`--pack`); else a hash of its tools. */
+  readonly pack?: string | undefined;
+  /** The worker's own pack (see directPackOf), not the pack it shares with workers like it. */
+  readonly direct?: boolean | undefined;
+}
 
 /** One tool pack of a lane as the catalog holds it, with its queue's backlog. */
 export interface PackEntry extends ToolPack {
@@ -18,6 +26,8 @@ export interface PackEntry extends ToolPack {
   readonly delayed: number;
   /** Jobs a worker has taken (and may have died holding). */
   readonly active: number;
+  /** A worker's own pack (see directPackOf): no new call is routed there. */
+  readonly direct: boolean;
 }
 
 /** One tool as the live catalog holds it. */
@@ -71,6 +81,12 @@ export class Catalog {
     return pack;
   }
 
+  /** The pack an announcement is about: the worker's pack, or with `direct` its own pack (see directPackOf). */
+  #packFor(definitions: readonly ToolDefinition[], workerId: string, options: PackChoice): ToolPack {
+    const pack = this.#packOf(definitions, options.pack);
+    return options.direct === true ? directPackOf(pack, workerId) : pack;
+  }
+
   /** The queue a worker serving `definitions` in `lane` (in the pack named `name`, if any) takes its calls from. */
   packQueue(lane: string, definitions: readonly ToolDefinition[], name?: string): { pack: ToolPack; queue: string } {
     const pack = this.#packOf(definitions, name);
@@ -83,11 +99,11 @@ export class Catalog {
    * joining).
    * @throws RegistryError when a live worker serves one of the names with another definition.
    */
-  async announce(lane: string, workerId: string, definitions: readonly ToolDefinition[], leaseMs: number, options: { notify?: boolean; pack?: string | undefined } = {}): Promise<void> {
+  async announce(lane: string, workerId: string, definitions: readonly ToolDefinition[], leaseMs: number, options: { notify?: boolean } & PackChoice = {}): Promise<void> {
     const now = Date.now();
     // Registering the lane needs no atomicity with the announcement: it only tells dispatchers where to look.
     void this.#redis.sadd(this.#keys.catalogLanes, lane).catch(() => undefined);
-    const pack = this.#packOf(definitions, options.pack);
+    const pack = this.#packFor(definitions, workerId, options);
     const keys = [
       this.#keys.catalogDefinitions(lane),
       this.#keys.catalogPacks(lane),
@@ -130,9 +146,9 @@ export class Catalog {
    * announcement, which checks and writes them as {@link announce} does.
    * @throws RegistryError as {@link announce}, when the full announcement finds a conflict.
    */
-  async renew(lane: string, workerId: string, definitions: readonly ToolDefinition[], leaseMs: number, options: { pack?: string | undefined } = {}): Promise<void> {
+  async renew(lane: string, workerId: string, definitions: readonly ToolDefinition[], leaseMs: number, options: PackChoice = {}): Promise<void> {
     const now = Date.now();
-    const pack = this.#packOf(definitions, options.pack);
+    const pack = this.#packFor(definitions, workerId, options);
     const keys = [
       this.#keys.catalogDefinitions(lane),
       this.#keys.catalogPacks(lane),
@@ -149,10 +165,14 @@ export class Catalog {
    * tool, and no word to dispatchers: its pack stays live for routing and re-homing, while the worker's next
    * generation announces a changed definition; a full withdrawal follows once that one is announced.
    */
-  async withdraw(lane: string, workerId: string, definitions: readonly ToolDefinition[], pack?: string, options: { readonly toolsOnly?: boolean } = {}): Promise<void> {
+  async withdraw(lane: string, workerId: string, definitions: readonly ToolDefinition[], pack?: string, options: { readonly toolsOnly?: boolean; readonly direct?: boolean } = {}): Promise<void> {
     if (definitions.length === 0) return;
     const pipeline = this.#redis.pipeline();
-    if (options.toolsOnly !== true) pipeline.zrem(this.#keys.catalogPackLeases(lane, this.#packOf(definitions, pack).id), workerId);
+    if (options.toolsOnly !== true) {
+      pipeline.zrem(this.#keys.catalogPackLeases(lane, this.#packOf(definitions, pack).id), workerId);
+      // Its own pack too: dispatchers re-home what was sent on to it and not taken yet.
+      if (options.direct === true) pipeline.zrem(this.#keys.catalogPackLeases(lane, this.#packFor(definitions, workerId, { pack, direct: true }).id), workerId);
+    }
     for (const { name } of definitions) pipeline.zrem(this.#keys.catalogLeases(lane, name), workerId);
     if (options.toolsOnly !== true) pipeline.publish(this.#keys.catalogChannel, workerId);
     await pipeline.exec();
@@ -237,7 +257,7 @@ export class Catalog {
       else lanes.push(lane);
     }
     const announced: { lane: string; name: string; json: string; hash: string }[] = [];
-    const packs: Omit<PackEntry, 'liveWorkers' | 'waiting' | 'delayed' | 'active'>[] = [];
+    const packs: Omit<PackEntry, 'liveWorkers' | 'waiting' | 'delayed' | 'active' | 'direct'>[] = [];
     for (const read of await this.#laneDefinitions(lanes)) {
       announced.push(...read.announced);
       packs.push(...read.packs);
@@ -262,10 +282,13 @@ export class Catalog {
         indexes.forEach((i, k) => (backlog[i] = [0, 1, 2].map((j) => Number(read[3 * k + j]?.[1] ?? 0))));
       }),
     ]);
-    const entries: PackEntry[] = packs.map((p, i) => ({ ...p, liveWorkers: Number(live[i]?.[1] ?? 0), waiting: backlog[i]![0]!, delayed: backlog[i]![1]!, active: backlog[i]![2]! }));
+    const entries: PackEntry[] = packs.map((p, i) => ({ ...p, liveWorkers: Number(live[i]?.[1] ?? 0), waiting: backlog[i]![0]!, delayed: backlog[i]![1]!, active: backlog[i]![2]!, direct: isDirectPack(p.id) }));
     const byName = new Map<string, CatalogEntry[]>();
+    // A worker's own pack is where calls are sent on to it, never where a call is routed, and its worker is counted
+    // in the pack it shares: a tool's entry lists the shared packs only (snapshot.packs has them all, for re-homing).
+    const shared = entries.filter((p) => !p.direct);
     for (const { lane, name, json, hash } of announced) {
-      const serving = entries.filter((p) => p.lane === lane && p.tools.get(name) === hash);
+      const serving = shared.filter((p) => p.lane === lane && p.tools.get(name) === hash);
       const entry: CatalogEntry = { lane, json, liveWorkers: serving.reduce((sum, p) => sum + p.liveWorkers, 0), packs: serving };
       byName.set(name, [...(byName.get(name) ?? []), entry]);
     }
@@ -283,7 +306,7 @@ export class Catalog {
 interface LaneRead {
   readonly version: string | undefined;
   readonly announced: { lane: string; name: string; json: string; hash: string }[];
-  readonly packs: Omit<PackEntry, 'liveWorkers' | 'waiting' | 'delayed' | 'active'>[];
+  readonly packs: Omit<PackEntry, 'liveWorkers' | 'waiting' | 'delayed' | 'active' | 'direct'>[];
   readonly skipped: string[];
 }
 

@@ -71,6 +71,12 @@ export function fleetKeys(prefix: string) {
      * record); expires a while after the envelope's signature.
      */
     executions: (lane: string, id: string, mac: string) => `${prefix}:executions:${lane}:{${id}}:${mac}`,
+    /**
+     * String per MCP server and caller: which worker holds the caller's session (`session: perCaller`) — its process
+     * id and its own queue, `<process>|<queue>` — under a lease its worker renews. Workers only, in their lane's part
+     * of the catalog (same slot).
+     */
+    callerSession: (lane: string, server: string, caller: string) => `${prefix}:{${prefix}.catalog}:${lane}:sessions:${encodeURIComponent(server)}:${encodeURIComponent(caller)}`,
     /** Pub/sub channel: a worker joined or left; dispatchers re-read the catalog at once. */
     catalogChannel: `${prefix}:catalog-changed`,
     /** Pub/sub channel: MCP cancellations a dispatcher could not match, for the one holding the request. Dispatchers only. */

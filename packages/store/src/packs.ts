@@ -32,6 +32,27 @@ export function definitionHash(json: string): string {
 export const PACK_NAME_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
 
 /**
+ * A worker's own pack (see {@link directPackOf}): its pack's id, `.w` and a hash of the worker's id. The `.` is in no
+ * operator's name, so a direct pack is never taken for a pack of workers.
+ */
+const DIRECT_PACK_PATTERN = /^[A-Za-z0-9_-]{1,64}\.w[0-9a-f]{16}$/;
+
+/**
+ * The pack only one worker takes calls from: the same tools as `pack`, under an id of that worker's. A worker that
+ * keeps sessions per caller (an MCP server with `session: perCaller`) has one beside its pack, so that a caller's
+ * call taken by another worker of the pack can be sent on to the worker holding the caller's session. Dispatchers
+ * never route a new call there; they re-home what it holds when its worker is gone, as for any pack.
+ */
+export function directPackOf(pack: ToolPack, workerId: string): ToolPack {
+  return { id: `${pack.id}.w${hash('sha256', workerId, 'hex').slice(0, 16)}`, tools: pack.tools };
+}
+
+/** Whether a pack id names a worker's own pack (see {@link directPackOf}). */
+export function isDirectPack(id: string): boolean {
+  return DIRECT_PACK_PATTERN.test(id);
+}
+
+/**
  * The pack a worker serving these definitions belongs to: named by `name`
  * (an operator who wants a queue name known before the worker starts, e.g.
  * for an autoscaler), else by a hash of its tools.
@@ -50,7 +71,7 @@ export function packJson(tools: ReadonlyMap<string, string>): string {
 
 /** Reads a pack back from the catalog; `undefined` for anything malformed (workers write it, so it is not trusted). */
 export function parsePack(id: string, json: string): ToolPack | undefined {
-  if (!PACK_NAME_PATTERN.test(id)) return undefined;
+  if (!PACK_NAME_PATTERN.test(id) && !isDirectPack(id)) return undefined;
   try {
     const pairs: unknown = JSON.parse(json);
     if (!Array.isArray(pairs)) return undefined;

@@ -81,6 +81,7 @@ export class QueueStatsReader {
       workers: pack.liveWorkers,
       // A job may carry a batch of calls admitted together: what waits and runs, counted in calls.
       calls: { waiting: Number(waitingCalls ?? 0), active: Number(activeCalls ?? 0) },
+      ...(pack.direct ? { direct: true as const } : {}),
     };
   }
 

@@ -396,3 +396,33 @@ for k = 1, #KEYS do
   counts[k] = total
 end
 return counts`;
+
+/**
+ * Which worker holds a caller's session with an MCP server (see CallerSessions):
+ * the holder written there when it is another process's, else this process's
+ * (written, with its lease renewed, when `claim` is set or it was already
+ * this process's), else nil (no holder, and not claimed).
+ * KEYS: the session key. ARGV: holder (`<process>|<queue>`), process, lease ms, claim (1 or 0).
+ */
+export const CLAIM_CALLER_SESSION = `
+local held = redis.call('GET', KEYS[1])
+if held then
+  local bar = string.find(held, '|', 1, true)
+  if bar == nil or string.sub(held, 1, bar - 1) ~= ARGV[2] then return held end
+end
+if ARGV[4] == '1' or held then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+  return ARGV[1]
+end
+return false
+`;
+
+/**
+ * Gives up a caller's session key if it names this holder: this process and this generation's queue (a generation
+ * replaced by a newer one of the same process, which took the session over, leaves it alone).
+ * KEYS: the session key. ARGV: holder (`<process>|<queue>`).
+ */
+export const RELEASE_CALLER_SESSION = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) return 1 end
+return 0
+`;

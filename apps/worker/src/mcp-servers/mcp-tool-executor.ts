@@ -2,6 +2,7 @@ import { type BlocksResult, blocksResult, ExecutionFailedError, isFleetError, Mc
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
 import { BIND_CALLER, type CallerBoundExecutor } from '../tools/caller-executor.js';
+import { CALLER_SESSION, type CallerSessionExecutor, type CallerSessionSource } from '../tools/caller-session.js';
 import { RESERVE_SLOT, type ReservedRun, SLOTS_FULL, type SlotReservingExecutor } from '../tools/slot-reserve.js';
 import type { McpPoolCall, McpPoolSlot, McpServerPool } from './server-pool.js';
 import { isSessionExpired, SessionExpiredError } from './session-expired.js';
@@ -33,7 +34,7 @@ export interface McpToolTarget {
  * before the call's start step (see slot-reserve.ts), so a call waits for an
  * instance while it is still `queued`.
  */
-export class McpToolExecutor implements CallerBoundExecutor, SlotReservingExecutor {
+export class McpToolExecutor implements CallerBoundExecutor, SlotReservingExecutor, CallerSessionExecutor {
   constructor(
     /** The fleet's name of the tool (`prefix.tool`). */
     readonly name: string,
@@ -52,6 +53,13 @@ export class McpToolExecutor implements CallerBoundExecutor, SlotReservingExecut
 
   [BIND_CALLER](caller: string | undefined): ToolExecutor {
     return caller === this.caller ? this : new McpToolExecutor(this.name, this.target, this.pool, this.log, caller);
+  }
+
+  /** A `perCaller` server's sessions on this worker: one worker of several holds each caller's (see caller-session.ts). */
+  get [CALLER_SESSION](): CallerSessionSource | undefined {
+    const { pool } = this;
+    if (pool.options.session !== 'perCaller') return undefined;
+    return { server: this.target.server, holds: (caller) => pool.holdsSession(caller), callers: () => pool.sessionCallers() };
   }
 
   [SLOTS_FULL](caller: string | undefined): boolean {

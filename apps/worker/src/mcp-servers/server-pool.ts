@@ -219,6 +219,16 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
     return new ReservedSlot(this, entry, () => this.#release(entry));
   }
 
+  /** Whether `caller` has an instance of its own here now (`perCaller` mode; never in `shared` mode). */
+  holdsSession(caller: string): boolean {
+    return this.#sessions.has(caller);
+  }
+
+  /** The callers that have an instance of their own here now. */
+  sessionCallers(): IterableIterator<string> {
+    return this.#sessions.keys();
+  }
+
   /**
    * Whether a call of `caller` would wait for a slot that only a running call's end (or a session's reaping) frees:
    * every usable instance at `callsPerInstance`, or calls already waiting, and no further instance to start within

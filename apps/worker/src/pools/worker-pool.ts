@@ -1,13 +1,14 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import { type CallEnvelope, laneOf, queueName, type RedisTarget, type Tier, type Tool, WorkerLostError } from '@forge-fleet/shared';
-import { Catalog, CallStore, callsOfJob, closeRedis, connectRedis, idleFetch, KeyChecks, openQueue, packOf, RedisAuditLogger, type RedisConnection, RedisRiskSignalQueue, ReplyPublisher, fleetKeys, packQueueName } from '@forge-fleet/store';
+import { type CallEnvelope, laneOf, queueName, type RedisTarget, type Tier, type Tool, type ToolDefinition, WorkerLostError } from '@forge-fleet/shared';
+import { Catalog, CallerSessions, CallStore, callsOfJob, closeRedis, connectRedis, directPackOf, idleFetch, KeyChecks, openQueue, packOf, RedisAuditLogger, type RedisConnection, RedisRiskSignalQueue, ReplyPublisher, fleetKeys, packQueueName } from '@forge-fleet/store';
 import { type FleetMetrics, MeteredAuditLogger, type ToolTracer } from '@forge-fleet/telemetry';
 import { type Job, type Queue, UnrecoverableError, Worker } from 'bullmq';
 import type { Logger } from 'pino';
 import { CallAnswers } from '../answer/call-answers.js';
 import type { ActiveRun } from '../run/active-run.js';
 import { CallRunner } from '../run/call-runner.js';
+import { type CallerSessionSource, callerSessionOf } from '../tools/caller-session.js';
 import { CallSlots } from './call-slots.js';
 import { JobFetchGovernor } from './job-fetch-governor.js';
 import { LaneKeyCheck } from './lane-key-check.js';
@@ -36,6 +37,11 @@ export interface WorkerPoolOptions {
   /** First retry delay, doubled for each further retry. */
   readonly retryBackoffMs: number;
   readonly id?: string | undefined;
+  /**
+   * Who holds the callers' sessions this pool's servers keep (see caller-session.ts): the worker process, the same
+   * for each generation of its pool, since the sessions live in its servers' pools. @defaultValue the pool's id
+   */
+  readonly sessionHolder?: string | undefined;
   /** The key that verifies the dispatchers' signatures on this lane's calls. */
   readonly callKey: Uint8Array;
   /** Largest result (bytes of JSON) a call may end with; larger ones end as RESOURCE_LIMIT. */
@@ -57,6 +63,7 @@ interface Running {
   readonly catalog: Catalog;
   readonly keyCheck: LaneKeyCheck;
   readonly runner: CallRunner;
+  readonly sessions: CallerSessions;
 }
 
 /** How long a worker that handed a call back for want of a slot takes no job, so that another worker takes it. */
@@ -97,6 +104,14 @@ export class WorkerPool {
   #resumeTimer: NodeJS.Timeout | undefined;
   /** Whether another live worker serves this pack, as last read (see #othersServe). */
   #othersKnown: { readonly at: number; readonly answer: Promise<boolean> } | undefined;
+  /** The servers among its tools that keep a session per caller, one source each; empty for most pools. */
+  readonly #sessionSources: readonly CallerSessionSource[];
+  /** This worker's own queue (see directPackOf), where other workers send calls of the callers whose sessions it holds. */
+  readonly directQueue: string | undefined;
+  #directWorker: Worker | undefined;
+  #directConnection: RedisConnection | undefined;
+  /** Other workers' own queues, opened on the retry queue's connection as calls are sent on to them. */
+  readonly #sendOnQueues = new Map<string, Queue>();
 
   constructor(options: WorkerPoolOptions) {
     this.#o = options;
@@ -108,6 +123,13 @@ export class WorkerPool {
     this.#keys = fleetKeys(options.prefix);
     this.lane = laneOf(options.tier, options.pool);
     this.#slots = new CallSlots(options.concurrency);
+    const sources = new Map<string, CallerSessionSource>();
+    for (const t of options.tools) {
+      const source = callerSessionOf(t.executor);
+      if (source !== undefined && !sources.has(source.server)) sources.set(source.server, source);
+    }
+    this.#sessionSources = [...sources.values()];
+    this.directQueue = this.#sessionSources.length === 0 ? undefined : packQueueName(this.laneQueue, directPackOf(packOf(options.tools.map((t) => t.definition), options.pack), this.id).id);
   }
 
   /**
@@ -141,19 +163,31 @@ export class WorkerPool {
       progressIntervalMs: o.progressIntervalMs ?? 200,
       othersServe: () => this.#othersServe(catalog),
       onHandedBack: () => this.#pauseFetching(),
+      sessions:
+        this.directQueue === undefined
+          ? undefined
+          : {
+              place: (server, caller, claim) => sessions.place(this.lane, server, caller, this.#holder, o.leaseMs, claim),
+              release: (server, caller) => sessions.release(this.lane, server, [caller], this.#holder),
+              queue: (name) => this.#sendOnQueue(name),
+            },
       metrics: o.metrics,
       tracer: o.tracer,
       log: o.log,
     });
     const keyCheck = new LaneKeyCheck({ lane: this.lane, tier: o.tier, pool: o.pool, workerId: this.id, callKey: o.callKey, checks: new KeyChecks(redis, this.#keys), log: o.log });
     const catalog = new Catalog(redis, this.#keys);
-    this.#running = { redis, catalog, keyCheck, runner };
+    const sessions = new CallerSessions(redis, this.#keys);
+    this.#running = { redis, catalog, keyCheck, runner, sessions };
     // Before anything is announced: a worker whose key cannot verify its lane's calls must never take one.
     await keyCheck.verify(o.keyCheckWaitMs ?? 3000);
     const definitions = [...this.#tools.values()].map((t) => t.definition);
     await catalog.announce(this.lane, this.id, definitions, o.leaseMs, { pack: o.pack });
+    // Its own queue first: a call sent on to it must find a worker, and dispatchers re-home what it holds if it dies.
+    if (this.directQueue !== undefined) await catalog.announce(this.lane, this.id, definitions, o.leaseMs, { pack: o.pack, direct: true });
     this.#leaseTimer = setInterval(() => {
       catalog.renew(this.lane, this.id, definitions, o.leaseMs, { pack: o.pack }).catch((err: unknown) => o.log.error({ err }, 'catalog lease renewal failed'));
+      if (this.directQueue !== undefined) this.#renewSessions(catalog, sessions, definitions);
       if (!keyCheck.verified) keyCheck.verify(0).catch((err: unknown) => this.#wrongKey(err));
     }, Math.max(100, Math.floor(o.leaseMs / 3)));
 
@@ -177,6 +211,22 @@ export class WorkerPool {
     this.#governor = new JobFetchGovernor(this.#slots, (jobs) => (worker.concurrency = jobs));
     worker.on('error', (err) => o.log.error({ err }, 'worker error'));
     await worker.waitUntilReady();
+    if (this.directQueue !== undefined) {
+      this.#directWorker = new Worker(this.directQueue, (job, _token, signal) => this.#processSentOn(job, signal), {
+        connection: (this.#directConnection = connectRedis(o.redis, 'blocking', o.log)),
+        prefix: o.prefix,
+        // What comes here is already this worker's: it waits for a call slot here like any call taken.
+        concurrency: o.concurrency,
+        lockDuration: o.lockDurationMs,
+        stalledInterval: Math.max(500, Math.floor(o.lockDurationMs / 3)),
+        maxStalledCount: 1000,
+        autorun: true,
+      });
+      this.#directWorker.on('error', (err) => o.log.error({ err }, 'worker error (its own queue)'));
+      await this.#directWorker.waitUntilReady();
+      // Sessions this process holds from its previous generation are reached through this generation's queue now.
+      this.#renewSessions(catalog, sessions, definitions);
+    }
     // Tell dispatchers now rather than at their next periodic catalog read.
     await catalog.announce(this.lane, this.id, definitions, o.leaseMs, { notify: true, pack: o.pack });
     o.log.info({ queue: this.queue, tools: definitions.map((d) => d.name), workerId: this.id, concurrency: o.concurrency }, 'worker pool ready');
@@ -201,6 +251,37 @@ export class WorkerPool {
       this.#queue = openQueue(this.#queueConnection, this.#o.prefix, this.queue);
     }
     return this.#queue;
+  }
+
+  /** Who holds this pool's callers' sessions, and how calls reach it. */
+  get #holder(): { readonly process: string; readonly queue: string } {
+    return { process: this.#o.sessionHolder ?? this.id, queue: this.directQueue! };
+  }
+
+  /** Renews its own pack's lease and its hold on the callers' sessions its servers keep (set to its own queue). */
+  #renewSessions(catalog: Catalog, sessions: CallerSessions, definitions: readonly ToolDefinition[]): void {
+    const o = this.#o;
+    catalog.renew(this.lane, this.id, definitions, o.leaseMs, { pack: o.pack, direct: true }).catch((err: unknown) => o.log.error({ err }, 'catalog lease renewal of its own queue failed'));
+    for (const source of this.#sessionSources) {
+      sessions.renew(this.lane, source.server, source.callers(), this.#holder, o.leaseMs).catch((err: unknown) => o.log.error({ err, server: source.server }, "renewal of the callers' sessions failed"));
+    }
+  }
+
+  /** Another worker's own queue, to send a call on to it. */
+  #sendOnQueue(name: string): Queue {
+    let queue = this.#sendOnQueues.get(name);
+    if (queue === undefined) {
+      this.#retryQueue();
+      queue = openQueue(this.#queueConnection!, this.#o.prefix, name);
+      // Bounded: a worker's own queue changes with its generations and its restarts.
+      if (this.#sendOnQueues.size >= 64) {
+        const [oldest, open] = this.#sendOnQueues.entries().next().value!;
+        this.#sendOnQueues.delete(oldest);
+        void open.close();
+      }
+      this.#sendOnQueues.set(name, queue);
+    }
+    return queue;
   }
 
   /** Whether it takes calls: started, not stopping, its queue connection up. */
@@ -246,12 +327,16 @@ export class WorkerPool {
     clearInterval(this.#leaseTimer);
     clearTimeout(this.#resumeTimer);
     const running = this.#running;
-    await running?.catalog.withdraw(this.lane, this.id, [...this.#tools.values()].map((t) => t.definition), o.pack).catch(() => undefined);
+    await running?.catalog.withdraw(this.lane, this.id, [...this.#tools.values()].map((t) => t.definition), o.pack, { direct: this.directQueue !== undefined }).catch(() => undefined);
+    // Its callers' sessions end with it: their next calls are claimed by the workers that take them.
+    for (const source of this.#sessionSources) {
+      await running?.sessions.release(this.lane, source.server, source.callers(), this.#holder).catch(() => undefined);
+    }
     // Calls waiting here for a slot (a call slot, or their MCP server's) have not started: they go back to the queue
     // now, for the pack's other workers.
     running?.runner.handBackWaiting();
     this.#slots.drain();
-    const closing = this.#worker?.close();
+    const closing = Promise.all([this.#worker?.close(), this.#directWorker?.close()]);
     const grace = setTimeout(() => {
       const active = running?.runner.active ?? new Map<string, ActiveRun>();
       if (active.size > 0) o.log.warn({ active: active.size }, 'grace period over: aborting active calls');
@@ -260,6 +345,8 @@ export class WorkerPool {
     await closing;
     clearTimeout(grace);
     if (this.#workerConnection) await closeRedis(this.#workerConnection);
+    if (this.#directConnection) await closeRedis(this.#directConnection);
+    await Promise.all([...this.#sendOnQueues.values()].map((q) => q.close()));
     await this.#queue?.close();
     if (this.#queueConnection !== undefined) await closeRedis(this.#queueConnection);
     if (this.#subscriber) await closeRedis(this.#subscriber);
@@ -295,6 +382,35 @@ export class WorkerPool {
       this.#resumeTimer = undefined;
       if (!this.#stopping) void worker.resume();
     }, HAND_BACK_PAUSE_MS);
+  }
+
+  /**
+   * A job of its own queue: calls other workers sent on to it, each of a caller whose session it holds. They run
+   * here in a call slot each, and are never handed on again (see CallRunner.run).
+   */
+  async #processSentOn(job: Job, bullSignal?: AbortSignal): Promise<void> {
+    const { runner } = this.#running!;
+    const envelopes = callsOfJob(job.data);
+    if (envelopes.length === 0) {
+      this.#o.log.error({ jobId: job.id, name: job.name }, 'job is neither a call envelope nor a batch; dropped');
+      throw new UnrecoverableError('invalid call envelope');
+    }
+    const running = new Set<ActiveRun>();
+    bullSignal?.addEventListener('abort', () => {
+      for (const run of running) run.stop('cancelled by its caller');
+    }, { once: true });
+    await Promise.all(
+      envelopes.map((envelope) =>
+        this.#slots.run(
+          () => runner.run(envelope, running, true),
+          () => this.#governor?.govern(),
+          // The worker stops: the call has not started, and goes back to the pack's queue (its session ends here).
+          async () => {
+            if ((await runner.handBack(envelope, 'shutdown')) === undefined) await runner.run(envelope, running, true);
+          },
+        ),
+      ),
+    );
   }
 
   /** A job carries one call, or a batch of calls for this pack; each runs on its own in a call slot. */

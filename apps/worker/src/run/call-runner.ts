@@ -20,12 +20,13 @@ import {
   UnavailableError,
   WorkerLostError,
 } from '@forge-fleet/shared';
-import type { CallStore, RedisRiskSignalQueue } from '@forge-fleet/store';
+import type { CallStore, RedisRiskSignalQueue, SessionPlace } from '@forge-fleet/store';
 import type { FleetMetrics, ToolTracer } from '@forge-fleet/telemetry';
 import type { Queue } from 'bullmq';
 import type { Logger } from 'pino';
 import type { CallAnswers } from '../answer/call-answers.js';
 import { executorForCaller } from '../tools/caller-executor.js';
+import { callerSessionOf } from '../tools/caller-session.js';
 import { type ReservedRun, type SlotReserver, slotReserverOf } from '../tools/slot-reserve.js';
 import { ActiveRun } from './active-run.js';
 import { durableStep } from './durable-step.js';
@@ -46,6 +47,19 @@ const EXECUTIONS_CLOCK_SKEW_MS = 5 * 60_000;
  */
 export function retryableOnlyIfSafe(result: ToolResult, toolRetryable: boolean): ToolResult {
   return result.error?.retryable === true && !toolRetryable ? { ...result, error: { ...result.error, retryable: false } } : result;
+}
+
+/**
+ * Where callers' sessions with `perCaller` MCP servers are held, across the
+ * workers of a pack (see CallerSessions in packages/store).
+ */
+export interface SessionRouting {
+  /** Where `caller`'s session with `server` is held; claimed for this worker when no one holds it and `claim` is set. */
+  place(server: string, caller: string, claim: boolean): Promise<SessionPlace>;
+  /** Gives up this worker's hold on `caller`'s session with `server` (it claimed it, then handed the call back). */
+  release(server: string, caller: string): Promise<void>;
+  /** A worker's own queue, to send a call on to it. */
+  queue(name: string): Queue;
 }
 
 /** What a call runner works with. */
@@ -75,6 +89,8 @@ export interface CallRunnerDeps {
   readonly othersServe?: () => Promise<boolean>;
   /** Told when a call went back to the queue for want of a slot: the worker takes no job for a moment, so that another does. */
   readonly onHandedBack?: () => void;
+  /** Where callers' sessions are held, when other workers may hold them: undefined for a worker whose tools keep none. */
+  readonly sessions?: SessionRouting | undefined;
   /** Shortest time between two progress reports of one call leaving this worker. */
   readonly progressIntervalMs: number;
   readonly metrics?: FleetMetrics | undefined;
@@ -126,8 +142,12 @@ export class CallRunner {
    * head of the queue when another live worker serves the pack, for a worker with a free one, instead of waiting
    * here; this worker then takes no job for a moment, or it would take the call straight back. The only worker
    * of a pack keeps such a call until a slot frees.
+   *
+   * A call to a server that keeps a session per caller goes to the worker holding its caller's session: one that
+   * another worker holds is sent on to that worker's own queue, and the calls that come from there (`sentOn`) run
+   * here, whatever the slots (they are sent on at most once).
    */
-  async run(envelope: CallEnvelope, jobCalls: Set<ActiveRun>): Promise<void> {
+  async run(envelope: CallEnvelope, jobCalls: Set<ActiveRun>, sentOn = false): Promise<void> {
     const d = this.#d;
     const { call } = envelope;
     const log = lazyChild(d.log, { callId: call.id, tool: call.name, tier: d.tier });
@@ -154,7 +174,14 @@ export class CallRunner {
     const reserver = slotReserverOf(tool.executor);
     let reserved: ReservedRun | undefined;
     if (reserver !== undefined) {
-      const elsewhere = reserver.full(envelope.caller) && (await d.othersServe?.()) === true;
+      // A caller's session that another worker holds: the call goes there (see #placeSession).
+      const session = sentOn ? undefined : this.#sessionToPlace(envelope, tool);
+      const placed = session === undefined ? undefined : await this.#placeSession(envelope, session, reserver, log);
+      if (placed === 'sent on') return;
+      // Not awaited unless the slots are full: the calls of a batch each see the slots the ones before them reserved.
+      const elsewhere = !sentOn && reserver.full(envelope.caller) && (await d.othersServe?.()) === true;
+      // Claimed here, but the slots filled meanwhile: the worker that takes the call claims the session instead.
+      if (elsewhere && placed === 'claimed') await d.sessions!.release(session!.server, session!.caller).catch(() => undefined);
       const got = elsewhere ? await this.handBack(envelope, 'its tool has no free slot here', log) : await this.#reserve(envelope, reserver, log);
       if (elsewhere && got === 'handed back') d.onHandedBack?.();
       if (got === 'handed back' || got === 'already waiting') return;
@@ -200,6 +227,57 @@ export class CallRunner {
       this.#reserving.delete(call.id);
     }
     return this.handBack(envelope, 'shutdown', log);
+  }
+
+  /**
+   * The session a call must find its holder for: of a tool that keeps one per caller, on a worker that shares its
+   * pack with others (`sessions`), for a caller with no session here. `undefined` otherwise: the call is this
+   * worker's to run.
+   */
+  #sessionToPlace(envelope: CallEnvelope, tool: Tool): { readonly server: string; readonly caller: string } | undefined {
+    if (this.#d.sessions === undefined) return undefined;
+    const source = callerSessionOf(tool.executor);
+    // Anonymous callers share the session named for no one (see McpToolExecutor).
+    const caller = envelope.caller ?? '';
+    return source === undefined || source.holds(caller) ? undefined : { server: source.server, caller };
+  }
+
+  /**
+   * Finds who holds the caller's session: another worker gets the call (`sent on`); no one, and this worker claims
+   * it (`claimed`), unless its slots are full and another worker serves the pack (that one claims it when it takes
+   * the call). A failed read or send says here: the call then runs in a session of this worker's, as on a worker
+   * of its own.
+   */
+  async #placeSession(envelope: CallEnvelope, session: { readonly server: string; readonly caller: string }, reserver: SlotReserver, log: Pick<Logger, 'info' | 'warn' | 'error'>): Promise<'sent on' | 'claimed' | undefined> {
+    const d = this.#d;
+    const mayGo = reserver.full(envelope.caller) && (await d.othersServe?.()) === true;
+    let place: SessionPlace;
+    try {
+      place = await d.sessions!.place(session.server, session.caller, !mayGo);
+    } catch (err) {
+      log.warn({ err, server: session.server }, "could not read where the caller's session is held; the call runs here");
+      return undefined;
+    }
+    if (place === undefined) return undefined;
+    if (place.here) return 'claimed';
+    return this.#sendOn(envelope, place.queue, log);
+  }
+
+  /**
+   * A call that has not started goes to the worker holding its caller's session, as a job of its own on that
+   * worker's own queue; `undefined` when that fails, and the call then runs here.
+   */
+  async #sendOn(envelope: CallEnvelope, queue: string, log: Pick<Logger, 'info' | 'warn' | 'error'>): Promise<'sent on' | undefined> {
+    const { call } = envelope;
+    try {
+      const jobId = `s-${envelope.token ?? call.id}-${randomUUID()}`;
+      await durableStep('send on', call.id, () => this.#d.sessions!.queue(queue).add(call.name, envelope, { jobId, removeOnComplete: true, removeOnFail: { age: 24 * 3600 } }), log);
+      log.info({ to: queue }, "call sent on to the worker holding its caller's session");
+      return 'sent on';
+    } catch (err) {
+      log.error({ err }, "could not send the call on to the worker holding its caller's session; running it here");
+      return undefined;
+    }
   }
 
   /**

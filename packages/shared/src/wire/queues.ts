@@ -33,6 +33,11 @@ export const QueueStats = z.object({
   workers: count,
   /** The waiting and active jobs counted in calls (a job may carry a batch of calls admitted together). */
   calls: z.object({ waiting: count, active: count }).optional(),
+  /**
+   * A worker's own queue (its `workers` is that one worker, also counted in its pack's queue): calls other workers
+   * sent on to it, each of a caller whose session with a `perCaller` MCP server it holds. Absent on packs' queues.
+   */
+  direct: z.literal(true).optional(),
 });
 export type QueueStats = z.infer<typeof QueueStats>;
 

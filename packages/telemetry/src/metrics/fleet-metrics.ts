@@ -129,8 +129,9 @@ export class FleetMetrics {
         registers: [this.registry],
         async collect() {
           this.reset();
+          // A lane may have several packs' queues (and workers' own queues): its jobs are theirs summed.
           for (const q of (await read()).queues) {
-            for (const state of ['waiting', 'active', 'delayed', 'failed'] as const) this.set({ tier: q.tier, pool: q.pool ?? '', state }, q[state]);
+            for (const state of ['waiting', 'active', 'delayed', 'failed'] as const) this.inc({ tier: q.tier, pool: q.pool ?? '', state }, q[state]);
           }
         },
       });
@@ -141,7 +142,8 @@ export class FleetMetrics {
         registers: [this.registry],
         async collect() {
           this.reset();
-          for (const q of (await read()).queues) this.set({ tier: q.tier, pool: q.pool ?? '' }, q.workers);
+          // Summed over the lane's packs; a worker's own queue is that worker again, counted in its pack.
+          for (const q of (await read()).queues) if (q.direct !== true) this.inc({ tier: q.tier, pool: q.pool ?? '' }, q.workers);
         },
       });
     }
