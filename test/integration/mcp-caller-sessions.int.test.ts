@@ -85,9 +85,10 @@ describe('a perCaller server on several workers', () => {
     const alice = client.get('alice')!;
     const graphs = await Promise.all(Array.from({ length: 12 }, () => alice.call('memory.read_graph')));
     for (const graph of graphs) expect(entities(graph)).toHaveLength(8);
-    // One instance per caller, in all: a caller never got a second session on the other worker.
-    const instances = dir.processes().filter((p) => p.cmdline.includes('server-memory'));
-    expect(instances.length, instances.map((p) => p.cmdline).join('\n')).toBe(callers.length);
+    // One instance per caller, in all: no caller's notes were ever written by a second instance (each writes its own
+    // file, memory-<pid>.jsonl; a worker also has an instance it started to read the tools, which holds no notes).
+    const files = readdirSync(dir.path('memory')).map((name) => readFileSync(join(dir.path('memory'), name), 'utf8'));
+    for (const caller of callers) expect(files.filter((text) => text.includes(`"${caller}-`)), `${caller}'s files`).toHaveLength(1);
   }, 90_000);
 
   it('gives a new caller a session on a worker with room, when the worker that took its call has none', async () => {
@@ -106,6 +107,40 @@ describe('a perCaller server on several workers', () => {
     expect(instances).toHaveLength(2);
     const holders = instances.map((instance) => procs.findIndex((p) => lineOf(instance.pid).includes(p.pid)));
     expect(holders.sort()).toEqual([0, 1]);
+  }, 90_000);
+
+  it("never splits a caller's session when its first calls come at once, to workers near max", async () => {
+    // Three workers of two instances each and five new callers, each sending its calls six at a time: the workers
+    // race to claim each caller, and fill up while they do (each hands a sixth caller's calls on to one with room).
+    fleet = new TestFleet();
+    dir = new McpTestDir('mcp-caller-sessions-race');
+    const servers = dir.write({ py: dir.python('py.runs', { session: 'perCaller', instances: { min: 0, max: 2 }, idleMs: 300_000 }) });
+    const env = { FORGE_LEASE_MS: '3000', FORGE_LOCK_DURATION_MS: '3000' };
+    await Promise.all([1, 2, 3].map(() => fleet.worker({ tier: 'host', tools: false, mcp: servers, env })));
+    const dispatcher = await fleet.dispatcher({ FORGE_DEV_MODE: '0', FORGE_LEASE_MS: '3000' });
+    await until('py to be served by 3 workers', async () => sample(await (await fetch(`${dispatcher.url}/metrics`)).text(), 'forge_workers', { tier: 'host' }) === 3, { timeoutMs: 20_000 });
+    const callers = ['c0', 'c1', 'c2', 'c3', 'c4'];
+    const clientOf = new Map<string, FleetClient>();
+    for (const caller of callers) {
+      const c = new FleetClient({ url: dispatcher.url, token: await fleet.token({ subject: caller, grants: ['py.*'] }), timeoutMs: CALL_TIMEOUT_MS });
+      clients.push(c);
+      clientOf.set(caller, c);
+    }
+    await Promise.all(
+      callers.map(async (caller) => {
+        const c = clientOf.get(caller)!;
+        for (let wave = 0; wave < 3; wave++) {
+          const results = await Promise.all(Array.from({ length: 6 }, (_, i) => c.call('py.wait', { ms: 30, key: `${caller}/${wave}/${i}` })));
+          for (const r of results) expect(r, JSON.stringify(r)).toMatchObject({ isError: false });
+        }
+        for (let i = 0; i < 5; i++) expect(await c.call('py.wait', { ms: 1, key: `${caller}/after/${i}` })).toMatchObject({ isError: false });
+      }),
+    );
+    const starts = dir.runs('py.runs').filter((r) => r.event === 'start');
+    for (const caller of callers) {
+      const pids = new Set(starts.filter((r) => r.key?.startsWith(`${caller}/`) === true).map((r) => r.pid));
+      expect(pids.size, `${caller}'s calls ran in ${[...pids].join(', ')}`).toBe(1);
+    }
   }, 90_000);
 
   it("answers a caller whose worker was killed with SIGKILL, in a new session on the worker left", async () => {

@@ -51,9 +51,14 @@ export class CallerSessions {
     return { here: false, queue: held.slice(bar + 1) };
   }
 
-  /** Renews this process's hold on each of `callers`' sessions with `server` (claiming those no one holds). */
-  async renew(lane: string, server: string, callers: Iterable<string>, holder: SessionHolder, leaseMs: number): Promise<void> {
-    await Promise.all([...callers].map((caller) => this.place(lane, server, caller, holder, leaseMs, true)));
+  /**
+   * Renews this process's hold on each of `callers`' sessions with `server` (claiming those no one holds), and
+   * returns the callers another process holds (a hold that lapsed and was claimed elsewhere meanwhile).
+   */
+  async renew(lane: string, server: string, callers: Iterable<string>, holder: SessionHolder, leaseMs: number): Promise<string[]> {
+    const list = [...callers];
+    const places = await Promise.all(list.map((caller) => this.place(lane, server, caller, holder, leaseMs, true)));
+    return list.filter((_, i) => places[i]?.here === false);
   }
 
   /**

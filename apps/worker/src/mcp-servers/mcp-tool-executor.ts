@@ -59,7 +59,7 @@ export class McpToolExecutor implements CallerBoundExecutor, SlotReservingExecut
   get [CALLER_SESSION](): CallerSessionSource | undefined {
     const { pool } = this;
     if (pool.options.session !== 'perCaller') return undefined;
-    return { server: this.target.server, holds: (caller) => pool.holdsSession(caller), callers: () => pool.sessionCallers() };
+    return { server: this.target.server, holds: (caller) => pool.holdsSession(caller), callers: () => pool.sessionCallers(), giveUp: (caller) => pool.giveUpSession(caller) };
   }
 
   [SLOTS_FULL](caller: string | undefined): boolean {

@@ -93,6 +93,8 @@ interface Entry {
   retiring: boolean;
   /** Killed because it stopped answering: its exit counts as a failure. */
   unresponsive: boolean;
+  /** Its caller's session was given up here (another worker holds it): stopped as soon as no call holds it. */
+  given?: boolean;
   idleTimer: NodeJS.Timeout | undefined;
 }
 
@@ -219,14 +221,36 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
     return new ReservedSlot(this, entry, () => this.#release(entry));
   }
 
-  /** Whether `caller` has an instance of its own here now (`perCaller` mode; never in `shared` mode). */
+  /**
+   * Whether `caller` has an instance of its own here now, or a call waiting for its first one (`perCaller` mode;
+   * never in `shared` mode): either way the caller's calls belong here.
+   */
   holdsSession(caller: string): boolean {
-    return this.#sessions.has(caller);
+    return this.#sessions.has(caller) || this.#waitsForSession(caller);
   }
 
-  /** The callers that have an instance of their own here now. */
-  sessionCallers(): IterableIterator<string> {
-    return this.#sessions.keys();
+  /** The callers that have an instance of their own here now, or a call waiting for their first one. */
+  sessionCallers(): Set<string> {
+    const callers = new Set(this.#sessions.keys());
+    for (const w of this.#waiters) if (!w.anyInstance && w.caller !== undefined) callers.add(w.caller);
+    return callers;
+  }
+
+  #waitsForSession(caller: string): boolean {
+    return this.#waiters.some((w) => !w.anyInstance && w.caller === caller);
+  }
+
+  /**
+   * Gives up `caller`'s session here: another worker holds it now (two workers came to hold one caller at once).
+   * Its instance takes no call of the caller again, and is stopped once the calls it runs end; the caller's next
+   * call here would start a new session.
+   */
+  giveUpSession(caller: string): void {
+    const entry = this.#sessions.get(caller);
+    if (entry === undefined) return;
+    this.#sessions.delete(caller);
+    entry.given = true;
+    if (entry.inFlight === 0) void this.#retire(entry);
   }
 
   /**
@@ -239,7 +263,8 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
     if (this.#state !== 'running') return false;
     const { max, callsPerInstance } = this.options.instances;
     const perCaller = this.options.session === 'perCaller' && caller !== undefined;
-    if (perCaller && this.#sessions.has(caller)) return false;
+    // A caller with an instance here, or one coming: its calls belong on it, however busy the rest is.
+    if (perCaller && (this.#sessions.has(caller) || this.#waitsForSession(caller))) return false;
     if (this.#liveCount() < max) return false;
     const usable = [...this.#entries].filter((e) => !e.retiring && e.instance.alive && e.inFlight < callsPerInstance && (!perCaller || e.caller === undefined));
     return usable.length === 0 || (!perCaller && this.#waiters.length > 0);
@@ -360,8 +385,9 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
     entry.inFlight -= 1;
     if (what === 'listing') entry.listings -= 1;
     else entry.idleSince = Date.now();
+    if (entry.given === true && entry.inFlight === 0) void this.#retire(entry);
     // Idle once no call holds it; a listing that outlived the idle time has the instance reaped as it ends.
-    if (entry.inFlight === entry.listings) this.#scheduleIdle(entry);
+    else if (entry.inFlight === entry.listings) this.#scheduleIdle(entry);
     this.#dispatch();
   }
 

@@ -263,7 +263,14 @@ export class WorkerPool {
     const o = this.#o;
     catalog.renew(this.lane, this.id, definitions, o.leaseMs, { pack: o.pack, direct: true }).catch((err: unknown) => o.log.error({ err }, 'catalog lease renewal of its own queue failed'));
     for (const source of this.#sessionSources) {
-      sessions.renew(this.lane, source.server, source.callers(), this.#holder, o.leaseMs).catch((err: unknown) => o.log.error({ err, server: source.server }, "renewal of the callers' sessions failed"));
+      sessions
+        .renew(this.lane, source.server, source.callers(), this.#holder, o.leaseMs)
+        .then((elsewhere) => {
+          // Held by another worker too (two came to hold a caller at once): the caller's calls go there from now on.
+          for (const caller of elsewhere) source.giveUp(caller);
+          if (elsewhere.length > 0) o.log.warn({ server: source.server, callers: elsewhere.length }, "gave up callers' sessions another worker holds");
+        })
+        .catch((err: unknown) => o.log.error({ err, server: source.server }, "renewal of the callers' sessions failed"));
     }
   }
 
@@ -386,7 +393,7 @@ export class WorkerPool {
 
   /**
    * A job of its own queue: calls other workers sent on to it, each of a caller whose session it holds. They run
-   * here in a call slot each, and are never handed on again (see CallRunner.run).
+   * here in a call slot each, or go on to the worker that holds the session now, at most twice (see CallRunner.run).
    */
   async #processSentOn(job: Job, bullSignal?: AbortSignal): Promise<void> {
     const { runner } = this.#running!;
@@ -399,14 +406,16 @@ export class WorkerPool {
     bullSignal?.addEventListener('abort', () => {
       for (const run of running) run.stop('cancelled by its caller');
     }, { once: true });
+    // How many times the call was sent on, as its job's id says (see CallRunner's send on).
+    const hops = Number(/^s(\d+)-/.exec(job.id ?? '')?.[1] ?? 1);
     await Promise.all(
       envelopes.map((envelope) =>
         this.#slots.run(
-          () => runner.run(envelope, running, true),
+          () => runner.run(envelope, running, hops),
           () => this.#governor?.govern(),
           // The worker stops: the call has not started, and goes back to the pack's queue (its session ends here).
           async () => {
-            if ((await runner.handBack(envelope, 'shutdown')) === undefined) await runner.run(envelope, running, true);
+            if ((await runner.handBack(envelope, 'shutdown')) === undefined) await runner.run(envelope, running, hops);
           },
         ),
       ),

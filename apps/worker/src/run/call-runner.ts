@@ -40,6 +40,12 @@ import { afterLostRun, afterRun, mayRun, type RunFacts } from './retry-policy.js
 const EXECUTIONS_CLOCK_SKEW_MS = 5 * 60_000;
 
 /**
+ * How many times a call may be sent on to the worker holding its caller's session: the holder can change while the
+ * call travels (a session given up, a hold that lapsed), and a call must not travel for ever.
+ */
+const MAX_SEND_ON = 2;
+
+/**
  * A failure may pass (its code says so), but sending the call again is safe
  * only for a tool flagged retryable: otherwise the caller is told
  * `retryable: false`, so it does not send a second run of a tool that must
@@ -144,10 +150,11 @@ export class CallRunner {
    * of a pack keeps such a call until a slot frees.
    *
    * A call to a server that keeps a session per caller goes to the worker holding its caller's session: one that
-   * another worker holds is sent on to that worker's own queue, and the calls that come from there (`sentOn`) run
-   * here, whatever the slots (they are sent on at most once).
+   * another worker holds is sent on to that worker's own queue. A call that came from there (`sentOn`: the times it
+   * was sent on) runs here whatever the slots, claiming the session if no one holds it; if another worker has come
+   * to hold it meanwhile, it goes on there, unless it was sent on {@link MAX_SEND_ON} times already.
    */
-  async run(envelope: CallEnvelope, jobCalls: Set<ActiveRun>, sentOn = false): Promise<void> {
+  async run(envelope: CallEnvelope, jobCalls: Set<ActiveRun>, sentOn = 0): Promise<void> {
     const d = this.#d;
     const { call } = envelope;
     const log = lazyChild(d.log, { callId: call.id, tool: call.name, tier: d.tier });
@@ -175,11 +182,11 @@ export class CallRunner {
     let reserved: ReservedRun | undefined;
     if (reserver !== undefined) {
       // A caller's session that another worker holds: the call goes there (see #placeSession).
-      const session = sentOn ? undefined : this.#sessionToPlace(envelope, tool);
-      const placed = session === undefined ? undefined : await this.#placeSession(envelope, session, reserver, log);
+      const session = this.#sessionToPlace(envelope, tool);
+      const placed = session === undefined ? undefined : await this.#placeSession(envelope, session, reserver, sentOn, log);
       if (placed === 'sent on') return;
       // Not awaited unless the slots are full: the calls of a batch each see the slots the ones before them reserved.
-      const elsewhere = !sentOn && reserver.full(envelope.caller) && (await d.othersServe?.()) === true;
+      const elsewhere = sentOn === 0 && reserver.full(envelope.caller) && (await d.othersServe?.()) === true;
       // Claimed here, but the slots filled meanwhile: the worker that takes the call claims the session instead.
       if (elsewhere && placed === 'claimed') await d.sessions!.release(session!.server, session!.caller).catch(() => undefined);
       const got = elsewhere ? await this.handBack(envelope, 'its tool has no free slot here', log) : await this.#reserve(envelope, reserver, log);
@@ -245,12 +252,12 @@ export class CallRunner {
   /**
    * Finds who holds the caller's session: another worker gets the call (`sent on`); no one, and this worker claims
    * it (`claimed`), unless its slots are full and another worker serves the pack (that one claims it when it takes
-   * the call). A failed read or send says here: the call then runs in a session of this worker's, as on a worker
-   * of its own.
+   * the call). A call sent on here always claims a session no one holds. A failed read or send says here: the call
+   * then runs in a session of this worker's, as on a worker of its own.
    */
-  async #placeSession(envelope: CallEnvelope, session: { readonly server: string; readonly caller: string }, reserver: SlotReserver, log: Pick<Logger, 'info' | 'warn' | 'error'>): Promise<'sent on' | 'claimed' | undefined> {
+  async #placeSession(envelope: CallEnvelope, session: { readonly server: string; readonly caller: string }, reserver: SlotReserver, sentOn: number, log: Pick<Logger, 'info' | 'warn' | 'error'>): Promise<'sent on' | 'claimed' | undefined> {
     const d = this.#d;
-    const mayGo = reserver.full(envelope.caller) && (await d.othersServe?.()) === true;
+    const mayGo = sentOn === 0 && reserver.full(envelope.caller) && (await d.othersServe?.()) === true;
     let place: SessionPlace;
     try {
       place = await d.sessions!.place(session.server, session.caller, !mayGo);
@@ -260,17 +267,22 @@ export class CallRunner {
     }
     if (place === undefined) return undefined;
     if (place.here) return 'claimed';
-    return this.#sendOn(envelope, place.queue, log);
+    if (sentOn >= MAX_SEND_ON) {
+      log.warn({ to: place.queue, sentOn }, "call sent on as often as it may; it runs here, outside its caller's session");
+      return undefined;
+    }
+    return this.#sendOn(envelope, place.queue, sentOn + 1, log);
   }
 
   /**
    * A call that has not started goes to the worker holding its caller's session, as a job of its own on that
    * worker's own queue; `undefined` when that fails, and the call then runs here.
    */
-  async #sendOn(envelope: CallEnvelope, queue: string, log: Pick<Logger, 'info' | 'warn' | 'error'>): Promise<'sent on' | undefined> {
+  async #sendOn(envelope: CallEnvelope, queue: string, hops: number, log: Pick<Logger, 'info' | 'warn' | 'error'>): Promise<'sent on' | undefined> {
     const { call } = envelope;
     try {
-      const jobId = `s-${envelope.token ?? call.id}-${randomUUID()}`;
+      // The job's id counts the hops, which the receiving worker reads (WorkerPool's own queue).
+      const jobId = `s${hops}-${envelope.token ?? call.id}-${randomUUID()}`;
       await durableStep('send on', call.id, () => this.#d.sessions!.queue(queue).add(call.name, envelope, { jobId, removeOnComplete: true, removeOnFail: { age: 24 * 3600 } }), log);
       log.info({ to: queue }, "call sent on to the worker holding its caller's session");
       return 'sent on';

@@ -18,6 +18,8 @@ export interface CallerSessionSource {
   holds(caller: string): boolean;
   /** The callers with a session here now. */
   callers(): Iterable<string>;
+  /** Gives up `caller`'s session here: another worker holds it (its instance stops once its calls end). */
+  giveUp(caller: string): void;
 }
 
 /** An executor whose calls keep a session per caller. */
