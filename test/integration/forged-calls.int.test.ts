@@ -100,4 +100,14 @@ describe('a host worker refuses calls no dispatcher signed for its queue', () =>
     }
     expect(entries.some((e) => e.entry.callId === genuine.call.id && (e.kind === 'risk' || e.entry.errorCategory === 'forged_call'))).toBe(false);
   });
+
+  it('ends NO_WORKER, not run, a signed call of a tool the worker does not serve that reaches its queue', async () => {
+    // Through the fleet, only a call sent on to a worker whose MCP server has dropped the tool since gets here.
+    const id = `unserved-${randomUUID()}`;
+    await inject(signEnvelope(envelopeFor(id, { call: { id, name: 'host_not_served_here', arguments: {} } }), fleet.callKey('host'), Date.now() + hour));
+    const record = await finalRecord(id);
+    expect(record).toMatchObject({ status: 'failed', result: { error: { code: 'NO_WORKER' } } });
+    expect(String(record.result?.error?.details?.reason)).toMatch(/does not serve it/);
+    expect(record.result?.error?.message).not.toMatch(/register it/);
+  });
 });

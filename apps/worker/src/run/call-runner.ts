@@ -15,7 +15,6 @@ import {
   type Tier,
   type Tool,
   NoWorkerError,
-  ToolNotFoundError,
   type ToolResult,
   UnavailableError,
   WorkerLostError,
@@ -173,9 +172,11 @@ export class CallRunner {
     }
     const tool = d.tools.get(call.name);
     if (tool?.executor === undefined) {
-      // Cannot happen through the pack queues (a pack's jobs carry only its tools); a job put there by hand can.
-      log.error('call routed to a worker that does not serve the tool');
-      await d.answers.fail(envelope, new ToolNotFoundError(call.name, { known: [...d.tools.keys()] }));
+      // A pack's jobs carry only its tools, but a call sent on to a worker's own queue goes to its generation of now,
+      // and an MCP server may have dropped the tool from its list since (one caller's instance had listed it): the
+      // call has not run, and no worker serves it here. (A job put on a queue by hand ends so too.)
+      log.warn('call reached a worker that does not serve its tool');
+      await d.answers.fail(envelope, new NoWorkerError(call.name, d.queue, { lane: { tier: d.tier, pool: d.pool }, ended: true, reason: 'the worker it reached does not serve it (any more): an MCP server no longer lists it' }));
       return;
     }
     const reserver = slotReserverOf(tool.executor);
