@@ -45,7 +45,7 @@ describe('a perCaller server on several workers', () => {
   });
 
   /** `workers` host workers of server-memory (a session per caller), a dispatcher, and a client per caller; resolves once all serve. */
-  async function memoryOn(workers: number, callers: readonly string[], max = 8): Promise<{ procs: FleetProcess[]; client: Map<string, FleetClient>; metrics: () => Promise<string> }> {
+  async function memoryOn(workers: number, callers: readonly string[], max = 8): Promise<{ procs: FleetProcess[]; client: Map<string, FleetClient>; metrics: () => Promise<string>; servers: string; env: Record<string, string> }> {
     fleet = new TestFleet();
     dir = new McpTestDir('mcp-caller-sessions');
     // Sessions outlive the tests (idleMs): a caller beyond `max` on a worker could only wait for another's to end.
@@ -61,7 +61,7 @@ describe('a perCaller server on several workers', () => {
       clients.push(c);
       client.set(caller, c);
     }
-    return { procs, client, metrics };
+    return { procs, client, metrics, servers, env };
   }
 
   it("keeps each caller's calls on its one instance, whichever worker takes them", async () => {
@@ -141,6 +141,23 @@ describe('a perCaller server on several workers', () => {
       const pids = new Set(starts.filter((r) => r.key?.startsWith(`${caller}/`) === true).map((r) => r.pid));
       expect(pids.size, `${caller}'s calls ran in ${[...pids].join(', ')}`).toBe(1);
     }
+  }, 90_000);
+
+  it('moves a new caller waiting on a full worker to a worker that joins with room', async () => {
+    // One worker, one instance, held by alice (idleMs: longer than the call timeout): bob's call can only wait there.
+    const { procs, client, metrics, servers, env } = await memoryOn(1, ['alice', 'bob'], 1);
+    const [alice, bob] = [client.get('alice')!, client.get('bob')!];
+    expect(await alice.call('memory.create_entities', note('alice-note'))).toMatchObject({ isError: false });
+    const waiting = bob.call('memory.create_entities', note('bob-note'));
+    // Held by the worker (taken, waiting for an instance), not in the queue.
+    await until("bob's call to wait in the worker", async () => sample(await metrics(), 'forge_queue_jobs', { tier: 'host', state: 'active' }) === 1);
+    const joined = await fleet.worker({ tier: 'host', tools: false, mcp: servers, env });
+    expect(await waiting, 'bob, served by the worker that joined').toMatchObject({ isError: false });
+    expect(entities(await bob.call('memory.read_graph'))).toEqual(['bob-note']);
+    expect(entities(await alice.call('memory.read_graph'))).toEqual(['alice-note']);
+    const bobs = dir.processes().filter((p) => p.cmdline.includes('server-memory') && lineOf(p.pid).includes(joined.pid));
+    expect(bobs, 'an instance of the worker that joined').toHaveLength(1);
+    expect(procs).toHaveLength(1);
   }, 90_000);
 
   it("answers a caller whose worker was killed with SIGKILL, in a new session on the worker left", async () => {

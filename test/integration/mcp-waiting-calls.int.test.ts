@@ -88,6 +88,30 @@ describe('calls waiting in a worker for an MCP instance', () => {
     await expectOnlyTheRunningCallLost(client, ids);
   }, 60_000);
 
+  it('moves a call waiting on the only, full, worker to a worker that joins with a free slot', async () => {
+    fleet = new TestFleet();
+    dir = new McpTestDir('mcp-waiting-join');
+    const servers = dir.write({ py: dir.python('py.runs', { instances: { min: 1, max: 1 }, callsPerInstance: 1 }) });
+    const env = { FORGE_LEASE_MS: '3000', FORGE_LOCK_DURATION_MS: '3000' };
+    await fleet.worker({ tier: 'host', tools: false, mcp: servers, concurrency: 8, env });
+    const dispatcher = await fleet.dispatcher({ FORGE_DEV_MODE: '0' });
+    const client = new FleetClient({ url: dispatcher.url, token: await fleet.token({ subject: 'waiting-join', grants: ['py.*'] }), timeoutMs: CALL_TIMEOUT_MS });
+    clients.push(client);
+    await until('the py tools to be served', async () => (await client.tools()).some((t) => t.name === 'py.wait'), { timeoutMs: 20_000 });
+    // A call that holds the only slot for longer than the test, and one that waits for it in the worker.
+    const long = randomUUID();
+    await client.submit('py.wait', { ms: 60_000, key: 'long' }, { id: long });
+    await until('the long call to run', () => dir.runs('py.runs').some((r) => r.key === 'long' && r.event === 'start'));
+    const waiting = client.call('py.wait', { ms: 10, key: 'waiting' });
+    await until('the second call to wait in the worker', async () => sample(await (await fetch(`${dispatcher.url}/metrics`)).text(), 'forge_queue_jobs', { tier: 'host', state: 'active' }) === 2);
+    await fleet.worker({ tier: 'host', tools: false, mcp: servers, concurrency: 8, env });
+    expect(await waiting).toMatchObject({ isError: false, content: 'waited 10 ms' });
+    const pids = (key: string) => dir.runs('py.runs').filter((r) => r.key === key && r.event === 'start').map((r) => r.pid);
+    expect(pids('waiting')).toHaveLength(1);
+    expect(pids('waiting')[0]).not.toBe(pids('long')[0]);
+    await client.cancel(long);
+  }, 60_000);
+
   /** A fleet of `workers` host workers of a one-slot Python server, a dispatcher, and a token for it; resolves once all serve. */
   async function oneSlotWorkers(name: string, workers: readonly ('default' | number)[]): Promise<{ url: string; token: string; procs: FleetProcess[]; servers: string }> {
     fleet = new TestFleet();

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { CallBatch, CallEnvelope, UnavailableError } from '@forge-fleet/shared';
 import { type FleetKeys } from './keys.js';
 import { Job, Queue, type RedisClient } from 'bullmq';
@@ -158,10 +159,15 @@ export class TierQueues {
    * Enqueues the job of a call whose record already exists (a call a person
    * has just approved, one re-homed from a pack that lost its workers).
    * Resolves once the job is in Redis. The job id is the submission token's,
-   * so enqueueing the same envelope twice adds one job.
+   * so enqueueing the same envelope twice adds one job — unless `moved`: a
+   * call re-homed gets a job id of its own, since the queue it goes to may
+   * still hold the job it came in by (a worker that took it there sent it on
+   * to another worker's own queue, and has not finished that job yet): BullMQ
+   * would take the move for that job, and drop it.
    */
-  async enqueueRecorded(envelope: CallEnvelope, queue: string): Promise<void> {
-    await this.queue(queue).add(envelope.call.name, envelope, jobOptions([envelope]));
+  async enqueueRecorded(envelope: CallEnvelope, queue: string, options: { readonly moved?: boolean } = {}): Promise<void> {
+    const job = jobOptions([envelope]);
+    await this.queue(queue).add(envelope.call.name, envelope, options.moved === true ? { ...job, jobId: `m-${envelope.token ?? envelope.call.id}-${randomUUID()}` } : job);
   }
 
   #flush(name: string, pending: PendingCall[]): void {

@@ -86,7 +86,7 @@ export class StrandedCalls {
     if (route !== undefined) {
       // Same lane, same signing key: the envelope moves as it is. A call that had started is seen by its
       // next worker as redelivered (lost with its worker: run again only if its tool is retryable).
-      await d.queues.enqueueRecorded(envelope, route.queue);
+      await d.queues.enqueueRecorded(envelope, route.queue, { moved: true });
       log.info({ to: route.queue, status: record.status }, 'call re-homed from a pack without live workers');
       return;
     }

@@ -62,8 +62,8 @@ export class McpToolExecutor implements CallerBoundExecutor, SlotReservingExecut
     return { server: this.target.server, holds: (caller) => pool.holdsSession(caller), callers: () => pool.sessionCallers(), giveUp: (caller) => pool.giveUpSession(caller) };
   }
 
-  [SLOTS_FULL](caller: string | undefined): boolean {
-    return this.pool.isFull(this.pool.options.session === 'perCaller' ? (caller ?? '') : undefined);
+  [SLOTS_FULL](caller: string | undefined, waiting = false): boolean {
+    return this.pool.isFull(this.pool.options.session === 'perCaller' ? (caller ?? '') : undefined, waiting);
   }
 
   async [RESERVE_SLOT](caller: string | undefined, onCancellable: (cancel: (reason: unknown) => void) => void): Promise<ReservedRun> {

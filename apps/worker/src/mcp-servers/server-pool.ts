@@ -259,15 +259,16 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
    * `max`. A `perCaller` caller with a session here is never told so: its calls belong on its instance. A pool that is
    * not running is not full (its calls fail at once, as they must).
    */
-  isFull(caller: string | undefined): boolean {
+  isFull(caller: string | undefined, waiting = false): boolean {
     if (this.#state !== 'running') return false;
     const { max, callsPerInstance } = this.options.instances;
     const perCaller = this.options.session === 'perCaller' && caller !== undefined;
-    // A caller with an instance here, or one coming: its calls belong on it, however busy the rest is.
-    if (perCaller && (this.#sessions.has(caller) || this.#waitsForSession(caller))) return false;
+    // A caller with an instance here, or one coming: its calls belong on it, however busy the rest is. (Asked for a
+    // call that waits itself, its own wait is no instance coming.)
+    if (perCaller && (this.#sessions.has(caller) || (!waiting && this.#waitsForSession(caller)))) return false;
     if (this.#liveCount() < max) return false;
     const usable = [...this.#entries].filter((e) => !e.retiring && e.instance.alive && e.inFlight < callsPerInstance && (!perCaller || e.caller === undefined));
-    return usable.length === 0 || (!perCaller && this.#waiters.length > 0);
+    return usable.length === 0 || (!perCaller && this.#waiters.length > (waiting ? 1 : 0));
   }
 
   /** What the pool is doing now. */

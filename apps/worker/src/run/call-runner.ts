@@ -44,6 +44,12 @@ const EXECUTIONS_CLOCK_SKEW_MS = 5 * 60_000;
  */
 const MAX_SEND_ON = 2;
 
+/** How often a call waiting on slots that are all taken looks for another worker of its pack to go to. */
+const WAITING_LOOK_MS = 1000;
+
+/** Why a wait for a slot was stopped: the call goes to another worker of the pack (see CallRunner's #reserve). */
+const MOVE_ELSEWHERE = Symbol('move elsewhere');
+
 /**
  * A failure may pass (its code says so), but sending the call again is safe
  * only for a tool flagged retryable: otherwise the caller is told
@@ -190,7 +196,9 @@ export class CallRunner {
       const elsewhere = sentOn === 0 && reserver.full(envelope.caller) && (await d.othersServe?.()) === true;
       // Claimed here, but the slots filled meanwhile: the worker that takes the call claims the session instead.
       if (elsewhere && placed === 'claimed') await d.sessions!.release(session!.server, session!.caller).catch(() => undefined);
-      const got = elsewhere ? await this.handBack(envelope, 'its tool has no free slot here', log) : await this.#reserve(envelope, reserver, log);
+      // A call that waits here may still move: a worker with room may come (see #reserve). Not one sent on here.
+      const moves = sentOn === 0 ? { release: placed === 'claimed' ? () => d.sessions!.release(session!.server, session!.caller) : undefined } : undefined;
+      const got = elsewhere ? await this.handBack(envelope, 'its tool has no free slot here', log) : await this.#reserve(envelope, reserver, log, moves);
       if (elsewhere && got === 'handed back') d.onHandedBack?.();
       if (got === 'handed back' || got === 'already waiting') return;
       if (got instanceof UnavailableError) {
@@ -216,7 +224,13 @@ export class CallRunner {
    * became of it; one stopped by a shutdown hands the call back to the queue;
    * one that fails because what runs the tool is down gives that error.
    */
-  async #reserve(envelope: CallEnvelope, { reserve }: SlotReserver, log: Pick<Logger, 'info' | 'warn' | 'error'>): Promise<ReservedRun | UnavailableError | 'handed back' | 'already waiting' | undefined> {
+  async #reserve(
+    envelope: CallEnvelope,
+    { reserve, full }: SlotReserver,
+    log: Pick<Logger, 'info' | 'warn' | 'error'>,
+    moves?: { readonly release: (() => Promise<void>) | undefined },
+  ): Promise<ReservedRun | UnavailableError | 'handed back' | 'already waiting' | undefined> {
+    const d = this.#d;
     const { call } = envelope;
     // A job that came back while its first copy still waits here (its lock lapsed): that copy goes on with the call.
     if (this.#reserving.has(call.id)) {
@@ -225,16 +239,37 @@ export class CallRunner {
     }
     const waiting = new ActiveRun();
     this.#reserving.set(call.id, waiting);
+    // While it waits on slots that are all taken, it looks again now and then for another live worker of the pack
+    // (one that joined, or came back): there it need not wait for a call here to end, or a session to be reaped.
+    let looking = false;
+    const look =
+      moves === undefined || d.othersServe === undefined
+        ? undefined
+        : setInterval(() => {
+            if (looking || !full(envelope.caller, true)) return;
+            looking = true;
+            void d.othersServe!()
+              .then((others) => {
+                if (others && full(envelope.caller, true)) waiting.stop(MOVE_ELSEWHERE);
+              })
+              .finally(() => (looking = false));
+          }, WAITING_LOOK_MS);
     try {
       const slot = reserve(envelope.caller, (cancel) => waiting.attach(cancel));
       if (this.#handingBack) waiting.stop(new WorkerLostError('call', 'shutdown'));
       return await slot;
     } catch (err) {
-      if (!(waiting.stoppedFor instanceof WorkerLostError)) return err instanceof UnavailableError ? err : undefined;
+      if (waiting.stoppedFor !== MOVE_ELSEWHERE && !(waiting.stoppedFor instanceof WorkerLostError)) return err instanceof UnavailableError ? err : undefined;
     } finally {
+      clearInterval(look);
       this.#reserving.delete(call.id);
     }
-    return this.handBack(envelope, 'shutdown', log);
+    if (waiting.stoppedFor !== MOVE_ELSEWHERE) return this.handBack(envelope, 'shutdown', log);
+    // The caller's session it claimed goes with it: the worker that takes the call claims it.
+    await moves?.release?.().catch(() => undefined);
+    const moved = await this.handBack(envelope, 'another worker serves its tool now, and its slots here are all taken', log);
+    if (moved === 'handed back') d.onHandedBack?.();
+    return moved;
   }
 
   /**

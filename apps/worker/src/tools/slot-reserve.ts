@@ -38,13 +38,15 @@ export const SLOTS_FULL: unique symbol = Symbol.for('forge.slotsFull');
 /** An executor that reserves a slot before its call starts. */
 export interface SlotReservingExecutor extends ToolExecutor {
   readonly [RESERVE_SLOT]: ReserveSlot;
-  [SLOTS_FULL](caller: string | undefined): boolean;
+  /** `waiting`: asked for a call that waits for a slot itself, which must not count as a reason to stay. */
+  [SLOTS_FULL](caller: string | undefined, waiting?: boolean): boolean;
 }
 
 /** How to reserve a slot for an executor's calls, and whether one would wait. */
 export interface SlotReserver {
   readonly reserve: ReserveSlot;
-  full(caller: string | undefined): boolean;
+  /** `waiting`: asked for a call that waits for a slot itself, which must not count as a reason to stay. */
+  readonly full: (caller: string | undefined, waiting?: boolean) => boolean;
 }
 
 /** How to reserve a slot for `executor`'s calls, or `undefined` for an executor that runs them at once. */
@@ -52,5 +54,5 @@ export function slotReserverOf(executor: ToolExecutor): SlotReserver | undefined
   const reserving = executor as Partial<SlotReservingExecutor>;
   const reserve = reserving[RESERVE_SLOT];
   if (reserve === undefined) return undefined;
-  return { reserve: reserve.bind(executor), full: (caller) => reserving[SLOTS_FULL]?.(caller) === true };
+  return { reserve: reserve.bind(executor), full: (caller, waiting) => reserving[SLOTS_FULL]?.(caller, waiting) === true };
 }
