@@ -392,11 +392,11 @@ export class WorkerPool {
   }
 
   /**
-   * A job of its own queue: calls other workers sent on to it, each of a caller whose session it holds. They run
-   * here in a call slot each, or go on to the worker that holds the session now, at most twice (see CallRunner.run).
+   * A job's calls, and the set its running calls join. The job's signal (BullMQ's cancelJob) reaches its calls through
+   * one listener, not one per call: adding and removing an EventTarget listener per call was measurable on the hot path.
+   * @throws UnrecoverableError for a job that carries no call (BullMQ fails it for good).
    */
-  async #processSentOn(job: Job, bullSignal?: AbortSignal): Promise<void> {
-    const { runner } = this.#running!;
+  #openJob(job: Job, bullSignal: AbortSignal | undefined): { envelopes: CallEnvelope[]; running: Set<ActiveRun> } {
     const envelopes = callsOfJob(job.data);
     if (envelopes.length === 0) {
       this.#o.log.error({ jobId: job.id, name: job.name }, 'job is neither a call envelope nor a batch; dropped');
@@ -406,6 +406,16 @@ export class WorkerPool {
     bullSignal?.addEventListener('abort', () => {
       for (const run of running) run.stop('cancelled by its caller');
     }, { once: true });
+    return { envelopes, running };
+  }
+
+  /**
+   * A job of its own queue: calls other workers sent on to it, each of a caller whose session it holds. They run
+   * here in a call slot each, or go on to the worker that holds the session now, at most twice (see CallRunner.run).
+   */
+  async #processSentOn(job: Job, bullSignal?: AbortSignal): Promise<void> {
+    const { runner } = this.#running!;
+    const { envelopes, running } = this.#openJob(job, bullSignal);
     // How many times the call was sent on, as its job's id says (see CallRunner's send on).
     const hops = Number(/^s(\d+)-/.exec(job.id ?? '')?.[1] ?? 1);
     await Promise.all(
@@ -426,17 +436,7 @@ export class WorkerPool {
   async #process(job: Job, bullSignal?: AbortSignal): Promise<void> {
     const { runner, keyCheck } = this.#running!;
     const governor = this.#governor!;
-    const envelopes = callsOfJob(job.data);
-    if (envelopes.length === 0) {
-      this.#o.log.error({ jobId: job.id, name: job.name }, 'job is neither a call envelope nor a batch; dropped');
-      throw new UnrecoverableError('invalid call envelope');
-    }
-    // The job's signal (BullMQ's cancelJob) reaches its calls through one listener, not one per call:
-    // adding and removing an EventTarget listener per call was measurable on the hot path.
-    const running = new Set<ActiveRun>();
-    bullSignal?.addEventListener('abort', () => {
-      for (const run of running) run.stop('cancelled by its caller');
-    }, { once: true });
+    const { envelopes, running } = this.#openJob(job, bullSignal);
     // Synchronously, before anything is awaited: BullMQ decides whether to fetch another job as soon as this
     // processor yields, and reads the job limit the governor sets now.
     governor.jobTaken(envelopes.length);
