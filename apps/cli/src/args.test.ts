@@ -51,6 +51,8 @@ describe('command-line arguments', () => {
   it('reads required and list options', () => {
     const args = { values: { grant: ' a, b.* ,,', reason: '' }, positionals: [] };
     expect(listOption(args, 'grant')).toEqual(['a', 'b.*']);
+    // Given more than once: every one counts.
+    expect(listOption({ values: { grant: ['a, b.*', 'c'] }, positionals: [] }, 'grant')).toEqual(['a', 'b.*', 'c']);
     expect(listOption(args, 'scope')).toBeUndefined();
     expect(() => requiredOption(args, 'reason', 'forge approvals deny', '')).toThrow(/--reason is required/);
   });

@@ -22,11 +22,11 @@ export class UsageError extends ConfigInvalidError {
 }
 
 /** Options a command accepts, in `node:util` `parseArgs` form. */
-export type OptionSpec = Readonly<Record<string, { readonly type: 'string' | 'boolean'; readonly short?: string }>>;
+export type OptionSpec = Readonly<Record<string, { readonly type: 'string' | 'boolean'; readonly short?: string; readonly multiple?: boolean }>>;
 
 /** A command line after `parseArgs`: option values by name, then the positional arguments. */
 export interface ParsedArgs {
-  readonly values: Readonly<Record<string, string | boolean | undefined>>;
+  readonly values: Readonly<Record<string, string | boolean | readonly (string | boolean)[] | undefined>>;
   readonly positionals: readonly string[];
 }
 
@@ -64,10 +64,12 @@ export function requiredOption(args: ParsedArgs, name: string, command: string, 
   return value;
 }
 
-/** Splits `a, b.*` into `['a', 'b.*']`. */
+/** Splits `a, b.*` into `['a', 'b.*']`; an option given more than once (declared `multiple`) adds each one's list. */
 export function listOption(args: ParsedArgs, name: string): string[] | undefined {
-  return stringOption(args, name)
-    ?.split(',')
+  const value = args.values[name];
+  const given = typeof value === 'string' ? [value] : Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : undefined;
+  return given
+    ?.flatMap((v) => v.split(','))
     .map((s) => s.trim())
     .filter(Boolean);
 }

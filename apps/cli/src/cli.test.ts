@@ -74,9 +74,9 @@ describe('forge keys and tokens', () => {
   });
 
   it('mints a token the fleet verifies, with the given role, task, scope and grants', async () => {
-    const { stdout } = await forge(['token', 'mint', '--key', join(dir, 'token.key'), '--sub', 'agent-7', '--role', 'approver', '--task', 'billing', '--scope', 'pay.*, clock', '--grant', 'pay.refund', '--ttl', '600']);
+    const { stdout } = await forge(['token', 'mint', '--key', join(dir, 'token.key'), '--sub', 'agent-7', '--role', 'approver', '--task', 'billing', '--scope', 'pay.*, clock', '--grant', 'pay.refund', '--grant', 'pay.void', '--ttl', '600']);
     const claims = await new TokenVerifier(readFileSync(join(dir, 'token.pub'), 'utf8')).verify(stdout.trim());
-    expect(claims).toMatchObject({ sub: 'agent-7', role: 'approver', task: 'billing', scope: ['pay.*', 'clock'], grants: ['pay.refund'] });
+    expect(claims).toMatchObject({ sub: 'agent-7', role: 'approver', task: 'billing', scope: ['pay.*', 'clock'], grants: ['pay.refund', 'pay.void'] });
     expect(claims.exp - Math.floor(Date.now() / 1000)).toBeLessThanOrEqual(600);
   });
 

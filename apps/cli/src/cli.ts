@@ -163,15 +163,16 @@ const COMMANDS: readonly Command[] = [
     name: 'token mint',
     fleet: false,
     usage: `  forge token mint --key FILE --sub SUBJECT [--role agent|approver|admin] [--task TASK] [--scope a,b.*]
-                   [--grant tool,db.*] [--ttl SECONDS] [--aud AUDIENCE]
+                   [--grant tool,db.*]… [--ttl SECONDS] [--aud AUDIENCE]
       prints an agent capability token (EdDSA JWT) for Authorization: Bearer`,
     options: {
       key: { type: 'string' },
       sub: { type: 'string' },
       role: { type: 'string' },
       task: { type: 'string' },
-      scope: { type: 'string' },
-      grant: { type: 'string' },
+      // Repeatable: each one adds its patterns (a second --grant used to replace the first, silently).
+      scope: { type: 'string', multiple: true },
+      grant: { type: 'string', multiple: true },
       ttl: { type: 'string' },
       aud: { type: 'string' },
     },
