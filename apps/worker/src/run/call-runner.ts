@@ -242,8 +242,9 @@ export class CallRunner {
     // While it waits on slots that are all taken, it looks again now and then for another live worker of the pack
     // (one that joined, or came back): there it need not wait for a call here to end, or a session to be reaped.
     let looking = false;
+    // (Only for a call that will wait: most get their slot at once, and a timer each would be waste on the hot path.)
     const look =
-      moves === undefined || d.othersServe === undefined
+      moves === undefined || d.othersServe === undefined || !full(envelope.caller)
         ? undefined
         : setInterval(() => {
             if (looking || !full(envelope.caller, true)) return;
