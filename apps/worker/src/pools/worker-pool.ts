@@ -108,6 +108,8 @@ export class WorkerPool {
   readonly #sessionSources: readonly CallerSessionSource[];
   /** This worker's own queue (see directPackOf), where other workers send calls of the callers whose sessions it holds. */
   readonly directQueue: string | undefined;
+  /** Who holds this pool's callers' sessions (the worker process), and the queue calls reach it by. */
+  readonly #holder: { readonly process: string; readonly queue: string };
   #directWorker: Worker | undefined;
   #directConnection: RedisConnection | undefined;
   /** Other workers' own queues, opened on the retry queue's connection as calls are sent on to them. */
@@ -130,6 +132,7 @@ export class WorkerPool {
     }
     this.#sessionSources = [...sources.values()];
     this.directQueue = this.#sessionSources.length === 0 ? undefined : packQueueName(this.laneQueue, directPackOf(packOf(options.tools.map((t) => t.definition), options.pack), this.id).id);
+    this.#holder = { process: options.sessionHolder ?? this.id, queue: this.directQueue ?? '' };
   }
 
   /**
@@ -196,15 +199,9 @@ export class WorkerPool {
 
     this.#worker = new Worker(this.queue, (job, _token, signal) => this.#process(job, signal), {
       connection: (this.#workerConnection = connectRedis(o.redis, 'blocking', o.log)),
-      prefix: o.prefix,
+      ...this.#lockOptions(),
       // Governed from here on (see JobFetchGovernor): a job is fetched only when a call slot is spare.
       concurrency: 1,
-      lockDuration: o.lockDurationMs,
-      // Check often, so a dead worker's call is found within about one lock duration.
-      stalledInterval: Math.max(500, Math.floor(o.lockDurationMs / 3)),
-      // Stalls are counted by the call record (see CallRunner), never by BullMQ failing the job.
-      maxStalledCount: 1000,
-      autorun: true,
       // An idle worker's fetch after a wake-up asks whether the queue is empty instead of running moveToActive twice more.
     }, idleFetch(redis));
     const worker = this.#worker;
@@ -214,13 +211,9 @@ export class WorkerPool {
     if (this.directQueue !== undefined) {
       this.#directWorker = new Worker(this.directQueue, (job, _token, signal) => this.#processSentOn(job, signal), {
         connection: (this.#directConnection = connectRedis(o.redis, 'blocking', o.log)),
-        prefix: o.prefix,
+        ...this.#lockOptions(),
         // What comes here is already this worker's: it waits for a call slot here like any call taken.
         concurrency: o.concurrency,
-        lockDuration: o.lockDurationMs,
-        stalledInterval: Math.max(500, Math.floor(o.lockDurationMs / 3)),
-        maxStalledCount: 1000,
-        autorun: true,
       });
       this.#directWorker.on('error', (err) => o.log.error({ err }, 'worker error (its own queue)'));
       await this.#directWorker.waitUntilReady();
@@ -253,9 +246,18 @@ export class WorkerPool {
     return this.#queue;
   }
 
-  /** Who holds this pool's callers' sessions, and how calls reach it. */
-  get #holder(): { readonly process: string; readonly queue: string } {
-    return { process: this.#o.sessionHolder ?? this.id, queue: this.directQueue! };
+  /** What its BullMQ Workers (of its pack's queue and of its own) share: locks, stall checks, the key prefix. */
+  #lockOptions() {
+    const o = this.#o;
+    return {
+      prefix: o.prefix,
+      lockDuration: o.lockDurationMs,
+      // Check often, so a dead worker's call is found within about one lock duration.
+      stalledInterval: Math.max(500, Math.floor(o.lockDurationMs / 3)),
+      // Stalls are counted by the call record (see CallRunner), never by BullMQ failing the job.
+      maxStalledCount: 1000,
+      autorun: true,
+    };
   }
 
   /** Renews its own pack's lease and its hold on the callers' sessions its servers keep (set to its own queue). */
