@@ -115,8 +115,11 @@ describe('faults survived under load', () => {
     const calls = Array.from({ length: 400 }, (_, i) => ({ id: `kill9-${i}-${randomUUID()}`, tool: i % 2 === 0 ? 'work' : 'work_retryable' }));
     // Non-retryable calls take long enough (1 s) that the doomed worker is sure to hold some when it dies.
     const answers = calls.map((c) => settle(client.call(c.tool, { ms: c.tool === 'work' ? 1000 : 150 }, { id: c.id, timeoutMs: 60_000 })));
-    // Kill once the doomed worker holds calls: the first run counters show the load is on.
+    // Kill once the load is on and the doomed worker itself runs a non-retryable call: the dispatcher hands calls
+    // out in batches, so one worker can take the whole early load while the other holds none.
+    const nonRetryable = calls.filter((c) => c.tool === 'work').map((c) => `${fleet.prefix}:test:running-on:{${c.id}}`);
     await until('80 calls to have started', async () => (await callsStarted(calls)) >= 80, { intervalMs: 10 });
+    await until(`the doomed worker (pid ${doomed.pid}) to run a non-retryable call`, async () => (await counters.mget(nonRetryable)).includes(String(doomed.pid)), { intervalMs: 10 });
     const killedAt = Date.now();
     await doomed.stop('SIGKILL');
     const outcomes = await Promise.all(answers);
