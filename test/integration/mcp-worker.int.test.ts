@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
@@ -478,6 +479,38 @@ describe('forge-worker --mcp', () => {
     expect(body).not.toContain(secret);
     expect(worker.output()).toContain('[redacted]');
     expect(worker.output()).not.toContain(secret);
+  });
+
+  it("keeps a secret out of a result's structured content, its keys' values too, and every part of it out of a dying instance's stderr tail", async () => {
+    const secret = `tok-${Date.now()}-secret`;
+    // Up and serving; its one tool prints the token, then enough that the 4 KiB tail kept for its exit begins one
+    // character into the token, and dies. A tail cut before redaction keeps all but the token's first character.
+    const server = [
+      "const rl = require('node:readline').createInterface({ input: process.stdin });",
+      'const send = (m) => process.stdout.write(JSON.stringify({ jsonrpc: "2.0", ...m }) + "\\n");',
+      "rl.on('line', (line) => { const m = JSON.parse(line);",
+      "  if (m.method === 'initialize') send({ id: m.id, result: { protocolVersion: m.params.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: 'dying', version: '1' } } });",
+      "  else if (m.method === 'tools/list') send({ id: m.id, result: { tools: [{ name: 'die', inputSchema: { type: 'object' } }, { name: 'leak', inputSchema: { type: 'object' } }] } });",
+      "  else if (m.method === 'tools/call' && m.params.name === 'leak') { const t = process.env.TOKEN; send({ id: m.id, result: { content: [{ type: 'text', text: t }], structuredContent: { a: t, b: { [t]: t }, [t]: [t] } } }); }",
+      "  else if (m.method === 'tools/call') { const t = process.env.TOKEN; process.stderr.write('T' + t + '\\n' + 'D'.repeat(4095 - t.length) + '\\n', () => process.exit(9)); }",
+      "  else if (m.id !== undefined) send({ id: m.id, result: {} }); });",
+    ].join('\n');
+    const dying = { command: process.execPath, args: ['-e', server], env: { TOKEN: { fromEnv: 'DYING_TOKEN' } }, tier: 'host' };
+    const worker = await t.fleet.worker({ tier: 'host', tools: false, mcp: serversFile({ dying }), env: { DYING_TOKEN: secret } });
+    const { url } = await t.fleet.dispatcher({ FORGE_APPROVAL: 'auto' });
+    t.client = new FleetClient({ url });
+    await until('dying.die in the catalog', async () => (await listed(url)).some((tool) => tool.name === 'dying.die'));
+    const leakId = `leak-${randomUUID()}`;
+    const leaked = await t.client.call('dying.leak', {}, { id: leakId, timeoutMs: 30_000 });
+    expect(leaked).toMatchObject({ isError: false, content: '[redacted]', structuredContent: { a: '[redacted]', b: { '[redacted]': '[redacted]' }, '[redacted]': ['[redacted]'] } });
+    expect(JSON.stringify(await t.client.get(leakId))).not.toContain(secret);
+    const result = await t.client.call('dying.die', {}, { timeoutMs: 30_000 });
+    expect(result.error?.code).toBe('MCP_SERVER_LOST');
+    await until('the worker to log the instance that died', () => worker.output().includes('MCP server instance died'));
+    for (const text of [worker.output(), JSON.stringify(result)]) {
+      expect(text).not.toContain(secret.slice(1));
+      expect(text).not.toContain(secret.slice(0, -1));
+    }
   });
 
   it('refuses to start when a tools module and a server offer the same name, saying which', async () => {

@@ -8,8 +8,8 @@ import { AnswerLines } from './answer-lines.js';
 import { MODERN_ONLY, MODERN_REVISION, ModernEraBridge } from './modern-era.js';
 import { GroupReaper } from './group-reaper.js';
 import { descendantsOf, descriptorsOf, holdersOf, killEach, type ProcessEntry } from './process-tree.js';
-import { redactSecrets } from './secret-value.js';
 import { StderrLines } from './stderr-lines.js';
+import { StderrTail } from './stderr-tail.js';
 import { type LaunchTools, stdioLaunch } from './launch-command.js';
 import type { McpStdioLaunch } from './pool-options.js';
 import { answeredRevision, isMcpError, refusedRevisions, revisionRefusal, UpstreamInstance, type UpstreamHooks } from './upstream-instance.js';
@@ -26,7 +26,7 @@ const EXIT_DRAIN_MS = 250;
 const STDERR_MESSAGE_CHARS = 1000;
 
 /** The last bytes of a server's stderr kept for messages: enough for a stack trace's head, bounded however much it writes. */
-const STDERR_TAIL_BYTES = 4096;
+const STDERR_TAIL_CHARS = 4096;
 /** Lines of a server's stderr logged per window at most; a server printing more is told as a count. */
 const STDERR_LINES_PER_WINDOW = 100;
 const STDERR_WINDOW_MS = 10_000;
@@ -152,7 +152,7 @@ const MIN_REDACTED_LENGTH = 4;
  * started goes with it.
  */
 export class McpInstance extends UpstreamInstance {
-  #stderrTail = '';
+  #stderrTail: StderrTail | undefined;
   #pid = 0;
   #reaper: GroupReaper | undefined;
   /** Outside a PID namespace: what it starts in a session of its own escapes the group kill, and is looked for (see {@link #escaped}). */
@@ -187,8 +187,10 @@ export class McpInstance extends UpstreamInstance {
             (line) => onStderr(line, transport.spawnedPid),
             (left) => onStderr(`(${left} more lines of its stderr were not logged: at most ${STDERR_LINES_PER_WINDOW} every ${STDERR_WINDOW_MS / 1000} s are)`, transport.spawnedPid),
           );
+    const stderrTail = new StderrTail(instance.secrets, STDERR_TAIL_CHARS);
+    instance.#stderrTail = stderrTail;
     transport.stderr?.on('data', (chunk: Buffer) => {
-      instance.#stderrTail = (instance.#stderrTail + chunk.toString('utf8')).slice(-STDERR_TAIL_BYTES);
+      stderrTail.push(chunk);
       lines?.push(chunk);
     });
     transport.stderr?.on('end', () => lines?.end());
@@ -252,7 +254,7 @@ export class McpInstance extends UpstreamInstance {
    * put it into the worker's log, an error or `/readyz`.
    */
   get stderrTail(): string {
-    return redactSecrets(this.#stderrTail, this.secrets);
+    return this.#stderrTail?.text ?? '';
   }
 
   /** Kills the process group at once (SIGKILL), and what the server started outside it; `exit` follows. */

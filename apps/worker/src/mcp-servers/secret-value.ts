@@ -91,8 +91,10 @@ export function redactJson<T>(value: T, secrets: readonly string[]): T {
         if (holds(item)) record[key] = redactSecrets(item, secrets);
       } else if (typeof item === 'object' && item !== null) stack.push(item);
       if (holds(key)) {
+        // The value as redacted just above, not `item`, read before: a string under a secret key is a secret too.
+        const redacted = record[key];
         delete record[key];
-        record[redactSecrets(key, secrets)] = item;
+        record[redactSecrets(key, secrets)] = redacted;
       }
     }
   }
