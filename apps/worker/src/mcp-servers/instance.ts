@@ -1,7 +1,7 @@
-import type { ChildProcess } from 'node:child_process';
-import type { Stream } from 'node:stream';
+import { type ChildProcess, spawn } from 'node:child_process';
+import type { PassThrough, Stream } from 'node:stream';
 import { McpServerLostError, UnavailableError } from '@forge-fleet/shared';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { getDefaultEnvironment, StdioClientTransport, type StdioServerParameters } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { type JSONRPCMessage, McpError, ErrorCode as McpErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import { Outbox } from '../sandbox/framing.js';
 import { AnswerLines } from './answer-lines.js';
@@ -57,8 +57,12 @@ class SpawnAwareTransport extends StdioClientTransport {
    * @param maxMessageBytes the most one message of the server may take (see answer-lines.ts).
    * @param modern whether the server speaks only MCP 2026-07-28, so the client's messages go through a {@link ModernEraBridge}.
    */
-  constructor(parameters: ConstructorParameters<typeof StdioClientTransport>[0], reaperShell: string | undefined, modern: boolean, maxMessageBytes: number) {
+  /** Descriptors the process gets after its stdio, as 3, 4, …: a sandboxed server's pinned paths, for bubblewrap. */
+  readonly #descriptors: readonly number[];
+
+  constructor(parameters: StdioServerParameters, reaperShell: string | undefined, modern: boolean, maxMessageBytes: number, descriptors: readonly number[] = []) {
     super(parameters);
+    this.#descriptors = descriptors;
     this.#reaperShell = reaperShell;
     this.#modern = modern;
     // The SDK's reader, in a field TypeScript calls private (SDK pinned in package-lock.json), closes the
@@ -68,7 +72,7 @@ class SpawnAwareTransport extends StdioClientTransport {
   }
 
   override async start(): Promise<void> {
-    await super.start();
+    await (this.#descriptors.length === 0 ? super.start() : this.#spawnWithDescriptors());
     this.spawnedPid = this.pid ?? undefined;
     if (this.spawnedPid !== undefined && this.#reaperShell !== undefined) this.reaper = GroupReaper.start(this.#reaperShell, this.spawnedPid);
     // The SDK keeps its child in a field TypeScript calls private (SDK pinned in package-lock.json); were it
@@ -92,6 +96,47 @@ class SpawnAwareTransport extends StdioClientTransport {
     }
   }
 
+  /**
+   * The SDK's start, with more descriptors than stdio: its spawn takes only
+   * three. What it sets up is set up the same way, in the same fields, so
+   * its send, close, pid and stderr work on this process as on its own
+   * (SDK pinned in package-lock.json).
+   */
+  #spawnWithDescriptors(): Promise<void> {
+    const sdk = this as unknown as SdkTransportFields;
+    const params = sdk._serverParams;
+    return new Promise((resolve, reject) => {
+      const child = spawn(params.command, params.args ?? [], {
+        env: { ...getDefaultEnvironment(), ...params.env },
+        stdio: ['pipe', 'pipe', params.stderr ?? 'inherit', ...this.#descriptors],
+        shell: false,
+        ...(params.cwd === undefined ? {} : { cwd: params.cwd }),
+      });
+      sdk._process = child;
+      child.on('error', (error) => {
+        reject(error);
+        this.onerror?.(error);
+      });
+      child.on('spawn', () => resolve());
+      child.on('close', () => {
+        sdk._process = undefined;
+        this.onclose?.();
+      });
+      child.stdin?.on('error', (error) => this.onerror?.(error));
+      child.stdout?.on('data', (chunk: Buffer) => {
+        try {
+          sdk._readBuffer.append(chunk);
+          sdk.processReadBuffer();
+        } catch (error) {
+          this.onerror?.(error instanceof Error ? error : new Error(String(error)));
+          this.close().catch(() => undefined);
+        }
+      });
+      child.stdout?.on('error', (error) => this.onerror?.(error));
+      if (sdk._stderrStream !== null && child.stderr !== null) child.stderr.pipe(sdk._stderrStream);
+    });
+  }
+
   override send(message: JSONRPCMessage): Promise<void> {
     if (this.#bridge === undefined) return this.#write(message);
     return this.#bridge.fromClient(message);
@@ -110,6 +155,15 @@ class SpawnAwareTransport extends StdioClientTransport {
     this.#bridge?.close();
     await super.close();
   }
+}
+
+/** The fields of the SDK's transport its start sets up (TypeScript calls them private). */
+interface SdkTransportFields {
+  _process: ChildProcess | undefined;
+  readonly _serverParams: StdioServerParameters;
+  readonly _readBuffer: { append(chunk: Buffer): void };
+  readonly _stderrStream: PassThrough | null;
+  processReadBuffer(): void;
 }
 
 /**
@@ -173,9 +227,9 @@ export class McpInstance extends UpstreamInstance {
     const instance = new McpInstance(server, options);
     // Longest first: a secret that holds another is replaced whole.
     instance.secrets = (launch.secrets ?? []).filter((v) => v.length >= MIN_REDACTED_LENGTH).sort((a, b) => b.length - a.length);
-    const { parameters, needsReaper } = stdioLaunch(options.tools, launch);
+    const { parameters, needsReaper, pinned } = stdioLaunch(options.tools, launch, server);
     const modern = MODERN_ONLY.has(launch);
-    const transport = new SpawnAwareTransport(parameters, needsReaper ? options.tools.sh : undefined, modern, launch.maxMessageBytes);
+    const transport = new SpawnAwareTransport(parameters, needsReaper ? options.tools.sh : undefined, modern, launch.maxMessageBytes, pinned?.descriptors);
     // Drained from the start: a server blocked on a full stderr pipe would hang. A bounded tail is kept for the
     // instance's exit; its lines go to the worker's log at a bounded rate, secrets redacted (stderr-lines.ts).
     const onStderr = options.onStderr;
@@ -195,7 +249,8 @@ export class McpInstance extends UpstreamInstance {
     });
     transport.stderr?.on('end', () => lines?.end());
     try {
-      await instance.client.connect(transport, { timeout: launch.startupTimeoutMs });
+      // Once it answered (or failed to), bubblewrap has made its mounts: the pinned paths are no longer needed.
+      await instance.client.connect(transport, { timeout: launch.startupTimeoutMs }).finally(() => pinned?.close());
     } catch (err) {
       // How it ended on its own, read before it is killed below: that end is ours, not the server's.
       const ended = transport.exited;

@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { ConfigInvalidError } from '@forge-fleet/shared';
 import { DEFAULT_INHERITED_ENV_VARS, type StdioServerParameters } from '@modelcontextprotocol/sdk/client/stdio.js';
 import type { McpStdioLaunch } from './pool-options.js';
+import type { PinnedPaths } from './pinned-paths.js';
 import { type SandboxPrograms, sandboxedCommand } from './server-sandbox-command.js';
 import type { ServerSandboxProbe } from './server-sandbox-layers.js';
 
@@ -70,6 +71,8 @@ export interface StdioLaunch {
    * starts with it.
    */
   readonly needsReaper: boolean;
+  /** A sandboxed server's declared paths, opened for this launch: spawned with as its descriptors 3, 4, …, closed once it started (see pinned-paths.ts). */
+  readonly pinned: PinnedPaths | undefined;
 }
 
 /**
@@ -89,13 +92,16 @@ export interface StdioLaunch {
  * transport's pid is then bubblewrap's, the leader of the group the pool
  * kills: with it goes the PID namespace, and everything the server started.
  *
+ * @param server the server's name, for messages.
  * @throws ConfigInvalidError when a sandboxed server's view cannot hold its command or working directory (see sandboxedCommand).
+ * @throws UnavailableError when a sandboxed server's declared path no longer leads where it did (see pinned-paths.ts).
  */
-export function stdioLaunch(tools: LaunchTools, launch: McpStdioLaunch): StdioLaunch {
+export function stdioLaunch(tools: LaunchTools, launch: McpStdioLaunch, server?: string): StdioLaunch {
   const unset = DEFAULT_INHERITED_ENV_VARS.filter((name) => !Object.hasOwn(launch.env, name)).flatMap((name) => ['-u', name]);
   // The environment is cleaned before any sandbox layer starts: bubblewrap's own environment is readable as /proc/1/environ inside.
   const wrappers = [tools.setpriv, '--pdeathsig', 'KILL', '--', tools.env, ...unset, '--'];
-  const { argv, cwd, pidNamespace } = launch.sandbox === undefined ? { argv: [launch.command, ...launch.args], cwd: launch.cwd, pidNamespace: false } : sandboxedCommand(tools, { ...launch, sandbox: launch.sandbox });
+  const { argv, cwd, pidNamespace, pinned } =
+    launch.sandbox === undefined ? { argv: [launch.command, ...launch.args], cwd: launch.cwd, pidNamespace: false, pinned: undefined } : sandboxedCommand(tools, { ...launch, server, sandbox: launch.sandbox });
   return {
     parameters: {
       command: tools.setsid,
@@ -105,5 +111,6 @@ export function stdioLaunch(tools: LaunchTools, launch: McpStdioLaunch): StdioLa
       stderr: 'pipe',
     },
     needsReaper: !pidNamespace,
+    pinned,
   };
 }

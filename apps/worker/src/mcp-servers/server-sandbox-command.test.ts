@@ -24,9 +24,11 @@ const withoutBwrap: LaunchTools = { ...tools, bwrap: undefined, probe: { ...ever
 const UNSET = DEFAULT_INHERITED_ENV_VARS.filter((name) => name !== 'PATH').flatMap((name) => ['-u', name]);
 const WRAPPERS = ['/usr/bin/setpriv', '--pdeathsig', 'KILL', '--', '/usr/bin/env', ...UNSET, '--'];
 /** The transport's parameters of `launch`, with whether the server's group gets a reaper beside it. */
-function launchOf(programs: LaunchTools, of: McpStdioLaunch): StdioServerParameters & { needsReaper: boolean } {
-  const { parameters, needsReaper } = stdioLaunch(programs, of);
-  return { ...parameters, needsReaper };
+function launchOf(programs: LaunchTools, of: McpStdioLaunch): StdioServerParameters & { needsReaper: boolean; descriptors: number } {
+  const { parameters, needsReaper, pinned } = stdioLaunch(programs, of);
+  const descriptors = pinned?.descriptors.length ?? 0;
+  pinned?.close();
+  return { ...parameters, needsReaper, descriptors };
 }
 const d = SERVER_LIMIT_DEFAULTS;
 const PRLIMIT = ['/usr/bin/prlimit', `--cpu=${d.cpuSeconds}`, `--data=${d.memoryMb * 1024 * 1024}`, `--nofile=${d.openFiles}`, `--nproc=${d.processes}`, '--core=0', '--'];
@@ -52,7 +54,7 @@ function launch(sandbox: ServerSandbox | undefined, extra: Partial<McpStdioLaunc
 function mounts(args: readonly string[]): string[][] {
   const found: string[][] = [];
   args.forEach((arg, i) => {
-    if (arg === '--ro-bind' || arg === '--bind' || arg === '--symlink') found.push([arg, args[i + 1] ?? '', args[i + 2] ?? '']);
+    if (['--ro-bind', '--bind', '--ro-bind-fd', '--bind-fd', '--symlink'].includes(arg)) found.push([arg, args[i + 1] ?? '', args[i + 2] ?? '']);
   });
   return found;
 }
@@ -76,13 +78,17 @@ describe('the launch command of an MCP server', () => {
     expect(BWRAP_ISOLATION).toEqual(expect.arrayContaining(['--unshare-all', '--die-with-parent', '--new-session']));
     const view = mounts(bwrap);
     expect(view).toContainEqual(['--ro-bind', '/usr', '/usr']);
-    // The declared paths come after the system's, the write path inside the read one after it.
+    // The declared paths come after the system's, the write path inside the read one after it, each bound from the
+    // descriptor the worker opened and checked (3, 4, … in the launched process), not by a name that may change.
     expect(view.slice(-2)).toEqual([
-      ['--ro-bind', data, data],
-      ['--bind', out, out],
+      ['--ro-bind-fd', '3', data],
+      ['--bind-fd', '4', out],
     ]);
+    // After the paths' descriptors, the seccomp filter's (no Unix socket of its own: unix-socket-filter.ts).
+    expect(params.descriptors).toBe(3);
+    expect(bwrap.join(' ')).toContain('--seccomp 5');
     // Nothing else is writable, and nothing of the host's home, /run, /var or /tmp is bound.
-    expect(view.filter(([kind]) => kind === '--bind')).toHaveLength(1);
+    expect(view.filter(([kind]) => kind === '--bind' || kind === '--bind-fd')).toHaveLength(1);
     expect(view.some(([, source]) => /^\/(run|var|home|root|tmp)(\/|$)/.test(source ?? '') && !(source ?? '').startsWith(dir))).toBe(false);
     expect(bwrap.join(' ')).toContain('--proc /proc --dev /dev --tmpfs /tmp');
     expect(bwrap.join(' ')).toContain(`--remount-ro / --chdir ${data} -- /usr/bin/env -u PWD -- /usr/bin/env --version`);

@@ -3,7 +3,9 @@ import { isAbsolute, resolve } from 'node:path';
 import { ConfigInvalidError } from '@forge-fleet/shared';
 import { BWRAP_ISOLATION, UNSHARE_FLAGS } from '../sandbox/probe.js';
 import { withRlimits } from '../sandbox/rlimits.js';
+import { childDescriptor, PinnedPaths } from './pinned-paths.js';
 import type { ServerSandboxProbe } from './server-sandbox-layers.js';
+import { openUnixSocketFilter } from './unix-socket-filter.js';
 import { SERVER_LIMIT_DEFAULTS, type ServerLimits, type ServerSandbox } from './server-sandbox.js';
 
 /**
@@ -40,6 +42,8 @@ interface Mount {
   readonly source: string;
   /** Where it appears in the view. */
   readonly target: string;
+  /** A declared path: bound from the launched process's descriptor with this number (see pinned-paths.ts), not by name. */
+  readonly fd?: number;
 }
 
 /** A sandboxed server's command line after the process-group and environment wrappers, and where to spawn it. */
@@ -53,6 +57,12 @@ export interface SandboxedCommand {
    * starts goes with it, whatever session that process put itself in.
    */
   readonly pidNamespace: boolean;
+  /**
+   * The declared paths, opened for this launch: the process is spawned with
+   * their descriptors after its stdio, and they are closed once it has started
+   * (or failed to). Undefined without bubblewrap, which has no view to bind them in.
+   */
+  readonly pinned: PinnedPaths | undefined;
 }
 
 /**
@@ -82,17 +92,22 @@ export function resolveServerLimits(limits: Partial<ServerLimits> = {}): ServerL
  * the view lacks fails now with the path to declare rather than as an exit
  * inside the sandbox.
  *
+ * The declared paths are bound from descriptors the worker opens now and
+ * checks (pinned-paths.ts): the caller spawns the process with them and
+ * closes them once it has started.
+ *
  * @throws ConfigInvalidError for a relative or missing declared path, limits
  *   that are not positive integers, a working directory or command outside the view.
+ * @throws UnavailableError for a declared path that no longer leads where it led when the worker read its servers file.
  */
-export function sandboxedCommand(programs: SandboxPrograms, launch: { readonly command: string; readonly args: readonly string[]; readonly cwd?: string | undefined; readonly env: Readonly<Record<string, string>>; readonly sandbox: ServerSandbox }): SandboxedCommand {
+export function sandboxedCommand(programs: SandboxPrograms, launch: { readonly server?: string | undefined; readonly command: string; readonly args: readonly string[]; readonly cwd?: string | undefined; readonly env: Readonly<Record<string, string>>; readonly sandbox: ServerSandbox }): SandboxedCommand {
   const limits = resolveServerLimits(launch.sandbox.limits);
   const rlimits = { cpuSeconds: limits.cpuSeconds, dataBytes: limits.memoryMb * 1024 * 1024, openFiles: limits.openFiles, processes: limits.processes };
   const limited = (command: readonly string[]): string[] => withRlimits(programs.probe, rlimits, command, programs.prlimit === undefined ? {} : { prlimit: programs.prlimit });
   if (programs.bwrap === undefined) {
     const command = [launch.command, ...launch.args];
-    if (programs.unshare === undefined) return { argv: limited(command), cwd: launch.cwd, pidNamespace: false };
-    return { argv: limited([programs.unshare, ...UNSHARE_FLAGS, '--', ...command]), cwd: launch.cwd, pidNamespace: true };
+    if (programs.unshare === undefined) return { argv: limited(command), cwd: launch.cwd, pidNamespace: false, pinned: undefined };
+    return { argv: limited([programs.unshare, ...UNSHARE_FLAGS, '--', ...command]), cwd: launch.cwd, pidNamespace: true, pinned: undefined };
   }
   const mounts = viewMounts(launch.sandbox);
   const cwd = launch.cwd ?? '/';
@@ -103,22 +118,34 @@ export function sandboxedCommand(programs: SandboxPrograms, launch: { readonly c
   if (!inView(programs.env, mounts)) throw new ConfigInvalidError('MCP server sandbox', [`${programs.env} (env, which starts the server inside the view) is not in the view: declare it under filesystem.read`]);
   // bubblewrap sets PWD after the environment it was given; a declared PWD is then the working directory.
   const unsetPwd = Object.hasOwn(launch.env, 'PWD') ? [] : ['-u', 'PWD'];
+  // Last, once nothing else can refuse the launch: from here on the descriptors are the caller's to close.
+  const declared = mounts.filter((m) => m.fd !== undefined);
+  const pinned = PinnedPaths.open(launch.server ?? 'server', declared.map((m) => m.source), launch.sandbox.hostPaths);
+  let filter: number | undefined;
+  try {
+    filter = openUnixSocketFilter();
+  } catch (error) {
+    pinned.close();
+    throw error;
+  }
   const view = [
     ...BWRAP_ISOLATION,
+    // No Unix socket of its own (unix-socket-filter.ts): a read-only bind of a live socket would not stop a connect.
+    ...(filter === undefined ? [] : ['--seccomp', String(pinned.hold(filter))]),
     '--proc',
     '/proc',
     '--dev',
     '/dev',
     '--tmpfs',
     '/tmp',
-    ...mounts.flatMap((m) => [m.kind, m.source, m.target]),
+    ...mounts.flatMap((m) => (m.fd === undefined ? [m.kind, m.source, m.target] : [`${m.kind}-fd`, String(m.fd), m.target])),
     // The view's own root (a tmpfs bubblewrap made) is read-only too: only `write` paths and /tmp take writes.
     '--remount-ro',
     '/',
     '--chdir',
     cwd,
   ];
-  return { argv: limited([programs.bwrap, ...view, '--', programs.env, ...unsetPwd, '--', command, ...launch.args]), cwd: undefined, pidNamespace: true };
+  return { argv: limited([programs.bwrap, ...view, '--', programs.env, ...unsetPwd, '--', command, ...launch.args]), cwd: undefined, pidNamespace: true, pinned };
 }
 
 /**
@@ -140,7 +167,7 @@ function viewMounts(sandbox: ServerSandbox): Mount[] {
   const depth = (m: Mount): number => (m.target === '/' ? 0 : m.target.split('/').length);
   // A stable sort: at equal depth, read paths (listed first) come before write paths.
   own.sort((a, b) => depth(a) - depth(b));
-  return [...systemMounts(), ...own];
+  return [...systemMounts(), ...own.map((m, i) => ({ ...m, fd: childDescriptor(i) }))];
 }
 
 function systemMounts(): Mount[] {
