@@ -1,4 +1,5 @@
 import { connect, type Socket } from 'node:net';
+import { FleetClient } from '@forge-fleet/client';
 import { SignJWT } from 'jose';
 import { createPrivateKey } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -256,6 +257,46 @@ describe('the HTTP doors', () => {
       const stream = await fetch(`${dispatcher.url}/v1/calls/stream?wait=10000`, { method: 'POST', headers: { ...headers(), 'content-type': 'application/x-ndjson' }, body: `${poisoned.replace('%ID%', id)}\n` });
       const answers = (await stream.text()).split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l) as { id?: string; error?: unknown });
       expect(answers).toEqual([{ id, error: singleError }]);
+    });
+  });
+
+  describe('13b: a number JSON cannot carry (1e400, which parses as Infinity) gets the same answer on every entrance', () => {
+    const headers = () => ({ authorization: `Bearer ${agent}`, 'content-type': 'application/json' });
+    const huge = (id: string) => `{"id":"${id}","name":"echo","arguments":{"a":{"list":[1,1e400]}}}`;
+
+    it('single, batch (failing alone), stream, /mcp and FleetClient refuse it with BAD_REQUEST naming where it is; nothing runs', async () => {
+      const single = await fetch(`${dispatcher.url}/v1/calls?wait=10000`, { method: 'POST', headers: headers(), body: huge(crypto.randomUUID()) });
+      expect(single.status).toBe(400);
+      const singleError = ((await single.json()) as { error: { code: string; message: string } }).error;
+      expect(singleError.code).toBe('BAD_REQUEST');
+      expect(singleError.message).toContain("number JSON cannot carry at 'a.list[1]' (it is Infinity");
+
+      const batch = await fetch(`${dispatcher.url}/v1/calls/batch?wait=10000`, { method: 'POST', headers: headers(), body: `{"calls":[${huge(crypto.randomUUID())},{"name":"echo","arguments":{"fine":1e308}}]}` });
+      const lines = (await batch.text()).trim().split('\n').map((l) => JSON.parse(l) as { index: number; status?: string; error?: { code: string; message: string } });
+      expect(lines.find((l) => l.index === 0)?.error).toEqual(singleError);
+      expect(lines.find((l) => l.index === 1)).toMatchObject({ status: 'completed' });
+
+      const id = crypto.randomUUID();
+      const stream = await fetch(`${dispatcher.url}/v1/calls/stream?wait=10000`, { method: 'POST', headers: { ...headers(), 'content-type': 'application/x-ndjson' }, body: `${huge(id)}\n` });
+      const answers = (await stream.text()).split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l) as { id?: string; error?: unknown });
+      expect(answers).toEqual([{ id, error: singleError }]);
+
+      const mcp = await fetch(`${dispatcher.url}/mcp`, {
+        method: 'POST',
+        headers: { ...headers(), accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18' },
+        body: '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"a":{"list":[1,1e400]}}}}',
+      });
+      const mcpText = await mcp.text();
+      const mcpJson = JSON.parse(mcpText.startsWith('{') ? mcpText : (mcpText.split('\n').find((l) => l.startsWith('data: '))?.slice(6) ?? '{}')) as { result?: { isError?: boolean; _meta?: Record<string, { code?: string; message?: string }> } };
+      expect(mcpJson.result?.isError).toBe(true);
+      expect(mcpJson.result?._meta?.['forge-fleet/error']).toMatchObject({ code: 'BAD_REQUEST', message: singleError.message });
+
+      const client = new FleetClient({ url: dispatcher.url, token: agent });
+      try {
+        await expect(client.call('echo', { a: { list: [1, Infinity] } })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: singleError.message });
+      } finally {
+        await client.close();
+      }
     });
   });
 

@@ -6,11 +6,13 @@ import {
   BadRequestError,
   type CallView,
   CallView as CallViewSchema,
+  findNonFiniteNumber,
   InternalError,
   isFinalStatus,
   lineReader,
   MAX_BATCH_CALLS,
   MAX_WAIT_MS,
+  nonFiniteNumberError,
   QueueStatsList,
   ToolDefinition,
   type ToolResult,
@@ -186,6 +188,9 @@ export class FleetClient {
 
   /** Submits a call; with `waitMs`, waits that long for it to end. */
   async submit(name: string, args: Record<string, unknown> = {}, options: CallOptions & { waitMs?: number } = {}): Promise<CallView> {
+    // JSON.stringify would send NaN or Infinity as null: the dispatcher would check, and the tool run, other arguments.
+    const nonFinite = findNonFiniteNumber(args);
+    if (nonFinite !== undefined) throw nonFiniteNumberError(nonFinite.path, nonFinite.value);
     const body = {
       name,
       arguments: args,
@@ -231,6 +236,8 @@ export class FleetClient {
    * @throws FleetError NOT_AWAITING_APPROVAL, CALL_NOT_FOUND, SCHEMA_VALIDATION (an invalid edit), FORBIDDEN
    */
   async decide(id: string, decision: ApprovalDecisionRequest): Promise<CallView> {
+    const nonFinite = decision.arguments === undefined ? undefined : findNonFiniteNumber(decision.arguments);
+    if (nonFinite !== undefined) throw nonFiniteNumberError(nonFinite.path, nonFinite.value);
     return CallViewSchema.parse(await this.#send('POST', `/v1/approvals/${encodeURIComponent(id)}`, decision));
   }
 

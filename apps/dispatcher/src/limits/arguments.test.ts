@@ -43,4 +43,13 @@ describe('call argument limits', () => {
     }
     expect(({} as Record<string, unknown>)['polluted']).toBeUndefined();
   });
+
+  it('refuses a number JSON cannot carry (1e400 parses as Infinity), naming where it is, as FleetClient does', () => {
+    const args = JSON.parse('{"a":1,"b":{"list":[2,1e400]}}') as Record<string, unknown>;
+    const error = refusal(args);
+    expect(error).toMatchObject({ code: 'BAD_REQUEST', httpStatus: 400 });
+    expect(error.message).toMatch(/number JSON cannot carry at 'b\.list\[1\]' \(it is Infinity/);
+    expect(refusal(JSON.parse('{"n":-1e999}') as Record<string, unknown>).message).toContain("at 'n' (it is -Infinity");
+    expect(() => checkArguments({ max: Number.MAX_VALUE, min: -Number.MAX_VALUE, tiny: 5e-324 }, limits)).not.toThrow();
+  });
 });

@@ -1,4 +1,4 @@
-import { BadRequestError, PayloadTooLargeError } from '@forge-fleet/shared';
+import { BadRequestError, nonFiniteNumberError, PayloadTooLargeError } from '@forge-fleet/shared';
 
 /** What a call's arguments may be. */
 export interface ArgumentLimits {
@@ -29,7 +29,8 @@ export class ArgumentsTooLargeError extends PayloadTooLargeError {
 /**
  * Checks a call's arguments against the limits, nesting and keys first (a walk that
  * stops at the depth limit, so a hostile document costs no more than a legal one).
- * @throws BadRequestError for nesting deeper than `maxDepth` or a forbidden key; ArgumentsTooLargeError over `maxBytes`.
+ * @throws BadRequestError for nesting deeper than `maxDepth`, a forbidden key or a number JSON cannot carry (1e400 parses
+ *   as Infinity); ArgumentsTooLargeError over `maxBytes`.
  */
 export function checkArguments(args: Readonly<Record<string, unknown>>, limits: ArgumentLimits): void {
   walk(args, 1, '', limits.maxDepth);
@@ -38,6 +39,7 @@ export function checkArguments(args: Readonly<Record<string, unknown>>, limits: 
 }
 
 function walk(value: unknown, depth: number, path: string, maxDepth: number): void {
+  if (typeof value === 'number' && !Number.isFinite(value)) throw nonFiniteNumberError(path, value);
   if (typeof value !== 'object' || value === null) return;
   if (depth > maxDepth) {
     throw new BadRequestError(`arguments nest deeper than ${maxDepth} levels at '${path || 'arguments'}' (FORGE_MAX_JSON_DEPTH); flatten them`, { maxDepth });
