@@ -168,6 +168,11 @@ for (const [i, f] of serversFiles.entries()) {
     fail(`cannot run the MCP servers of ${f.label}: ${error}`);
     process.exit(1);
   }
+  // A worker refuses a file that places nothing in its lane; a file with no server at all would get no worker here.
+  if (servers.length === 0) {
+    fail(`cannot run the MCP servers of ${f.label}: it declares no server; add one under \`servers:\` (see docs/mcp-servers.md), or leave out --mcp ${f.label}`);
+    process.exit(1);
+  }
   Object.assign(f, { servers, groups });
 }
 // One live tool name, one definition: a second module's tool of the same name would be refused by the catalog.

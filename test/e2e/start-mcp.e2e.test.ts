@@ -1,4 +1,4 @@
-import { readFileSync, rmSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { freePort } from '@forge-fleet/local-redis';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -21,6 +21,17 @@ describe('npm start with MCP servers that do not all start', () => {
   afterAll(() => {
     mcp.remove();
     rmSync(stateDir, { recursive: true, force: true });
+  });
+
+  it('refuses, before starting anything, a servers file that declares no server, with or without the examples', async () => {
+    const empty = join(mcp.dir, 'empty.yaml');
+    writeFileSync(empty, 'version: 1\nservers: {}\n');
+    for (const args of [['--no-examples', '--mcp', empty], ['--mcp', empty]]) {
+      const start = npmStart(args, { PORT: String(await freePort()), FORGE_STATE_DIR: stateDir });
+      expect((await start.exited).code).toBe(1);
+      expect(start.stderr()).toBe(`forge start: cannot run the MCP servers of ${empty}: it declares no server; add one under \`servers:\` (see docs/mcp-servers.md), or leave out --mcp ${empty}\n`);
+      expect(start.stdout()).not.toContain('redis-server');
+    }
   });
 
   it('prints the banner once every server is up or down, naming the broken one and its log, and says which server it waits for', async () => {
