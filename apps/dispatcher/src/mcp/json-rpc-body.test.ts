@@ -23,6 +23,12 @@ describe('checkBody', () => {
       body: { jsonrpc: '2.0', id: 7, error: { code: ErrorCode.InvalidParams, message: 'Invalid params for tools/call: params.name: expected string, received undefined; send { name: "<tool>", arguments: { … } } (arguments an object, when given)' } },
     });
     expect(checkBody(request('tools/call', { name: 'x', arguments: [] }), undefined)?.body.error.message).toMatch(/^Invalid params for tools\/call: params\.arguments: expected object, received array;/);
+    // A name no tool can have is refused as /v1 refuses it (1–128 characters), not looked up and "not found".
+    expect(checkBody(request('tools/call', { name: '', arguments: {} }), undefined)?.body.error.message).toMatch(/^Invalid params for tools\/call: params\.name: Too small: expected string to have >=1 characters;/);
+    const long = checkBody(request('tools/call', { name: 'x'.repeat(300) }), undefined)?.body.error.message ?? '';
+    expect(long).toMatch(/^Invalid params for tools\/call: params\.name: Too big: expected string to have <=128 characters;/);
+    expect(long).not.toContain('x'.repeat(129));
+    expect(checkBody(request('tools/call', { name: 'x'.repeat(128) }), undefined)).toBeUndefined();
     expect(checkBody(request('ping', 'x'), undefined)?.body.error).toEqual({ code: ErrorCode.InvalidParams, message: 'Invalid params for ping: params must be an object, not string; send no params, or {}' });
   });
 

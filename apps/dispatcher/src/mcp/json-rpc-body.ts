@@ -8,6 +8,7 @@ import {
   ListToolsRequestSchema,
   PingRequestSchema,
 } from '@modelcontextprotocol/sdk/types.js';
+import { SubmitCallRequest } from '@forge-fleet/shared';
 
 /** The SDK's schemas share this much: a safe parse that names each problem's path. */
 interface MessageSchema {
@@ -125,6 +126,12 @@ function misfitOf(message: unknown): Misfit | undefined {
   if ('params' in message && !isObject(params)) return invalidParams(`params must be an object, not ${kindOf(params)}`, known?.send);
   const checked = (known?.schema ?? JSONRPCMessageSchema).safeParse(known === undefined ? message : { method, ...(params === undefined ? {} : { params }) });
   if (!checked.success) return invalidParams(issuesOf(checked.error), known?.send);
+  // The name as /v1 takes it (1–128 characters), with the same words: a name no tool can have is a bad request on
+  // every entrance, not a tool that was not found.
+  if (method === 'tools/call' && isObject(params)) {
+    const name = SubmitCallRequest.shape.name.safeParse(params['name']);
+    if (!name.success) return invalidParams(issuesOf({ issues: name.error.issues.map((i) => ({ ...i, path: ['params', 'name'] })) }), known?.send);
+  }
   // A task-augmented call asks for a capability this server does not declare (the SDK would call it an internal error).
   // The fleet runs the tools an MCP server runs only as tasks as tasks itself; its callers call them plainly.
   if (method === 'tools/call' && isObject(params) && 'task' in params) {
