@@ -262,7 +262,16 @@ describe('prefixes', () => {
     const message = failure(path);
     expect(message).toMatch(/prefix\.yaml:3:28: servers\.a\.prefix: must be 1-64 characters .*no "\."/);
     expect(message).toMatch(/prefix\.yaml:4:29: servers\.e\.tools\.bad name: key must be 1-128 characters of letters, digits/);
-    expect(message).toMatch(/prefix\.yaml:5:3: servers\.bad server: key must be 1-64 characters/);
+    expect(message).toMatch(/prefix\.yaml:5:3: servers\.bad server: key must be 1-64 characters .*; rename the server/);
+  });
+
+  it('says what to fix when a value is both fromEnv and fromFile, and gives one bound for a number past two', () => {
+    const both = failure(file('both.yaml', 'version: 1\nservers:\n  a:\n    command: x\n    env: { TOKEN: { fromEnv: HOME, fromFile: /etc/hostname } }\n'));
+    expect(both).toMatch(/servers\.a\.env\.TOKEN: must be a string, \{ fromEnv: NAME \} or \{ fromFile: PATH \}; give one of "fromEnv" or "fromFile", not both/);
+    expect(both).not.toContain('did you mean');
+    const huge = failure(file('huge.yaml', 'version: 1\nservers:\n  a:\n    command: x\n    startupTimeoutMs: 1e300\n'));
+    expect(huge).toMatch(/servers\.a\.startupTimeoutMs: Too big: expected number to be <=600000; write 600000 or less/);
+    expect(huge).not.toContain('9007199254740991');
   });
 
   it('default to the server name and must leave unique tool names of at most 128 characters', () => {

@@ -61,7 +61,7 @@ export const SERVER_DEFAULTS = Object.freeze({
 const int = () => z.number().int();
 
 /** A server's name in the file: it names the server in logs, metrics and `/readyz`, and is its tools' prefix unless `prefix` says otherwise. */
-export const ServerName = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1-64 characters of letters, digits, "_" or "-"');
+export const ServerName = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1-64 characters of letters, digits, "_" or "-"; rename the server (its name is also its tools\' prefix unless it sets `prefix`)');
 
 /**
  * What a server's tools are prefixed with (`prefix.tool_name`). No `.`, so the

@@ -27,7 +27,7 @@ export function problemAt(source: FilePositions, path: readonly PropertyKey[], m
  * their mistakes alike.
  */
 export function schemaProblems(schema: z.ZodType, issues: readonly z.core.$ZodIssue[], source: FilePositions): string[] {
-  return issues.map((issue) => {
+  return tightestBounds(issues).map((issue) => {
     if (issue.code === 'invalid_key') {
       const reasons = issue.issues.map((i) => `${i.message}${issueFix(i, schema)}`).join('; ');
       // A rule's own words ("must be …") read on from "key"; the validator's ("Too small: …") follow a colon.
@@ -36,5 +36,25 @@ export function schemaProblems(schema: z.ZodType, issues: readonly z.core.$ZodIs
     const message = `${issue.message}${issueFix(issue, schema)}`;
     if (issue.code === 'unrecognized_keys' && issue.keys[0] !== undefined) return problemAt(source, issue.path, message, { key: true, at: [...issue.path, issue.keys[0]] });
     return problemAt(source, issue.path, message);
+  });
+}
+
+/**
+ * `issues` without a bound another issue of the same value makes tighter: a
+ * whole number past 2^53 breaks both its field's maximum and the safe-integer
+ * one, and "write 9007199254740991 or less" beside "write 600000 or less"
+ * would tell the reader to write a value the file refuses.
+ */
+function tightestBounds(issues: readonly z.core.$ZodIssue[]): z.core.$ZodIssue[] {
+  const bound = (i: z.core.$ZodIssue): number | undefined => (i.code === 'too_big' ? Number(i.maximum) : i.code === 'too_small' ? Number(i.minimum) : undefined);
+  const at = (i: z.core.$ZodIssue): string => JSON.stringify(i.path.map(String));
+  return issues.filter((issue) => {
+    const mine = bound(issue);
+    if (mine === undefined) return true;
+    return !issues.some((other) => {
+      const theirs = bound(other);
+      if (other === issue || other.code !== issue.code || theirs === undefined || at(other) !== at(issue)) return false;
+      return issue.code === 'too_big' ? theirs < mine : theirs > mine;
+    });
   });
 }

@@ -54,6 +54,7 @@ describe('issueFix', () => {
   it('suggests only a plausible misspelling: a short key must be close to the field', () => {
     expect(fixes(server({ ar: [] }))).toEqual(['Unrecognized key: "ar"; remove "ar": it is not a field here']);
     expect(fixes(server({ arg: [] }))).toEqual(['Unrecognized key: "arg"; did you mean "args"?']);
+    expect(fixes(server({ '<<': {} }))).toEqual(['Unrecognized key: "<<"; YAML merge keys ("<<") are not read: write the fields out, or give the alias as the whole value (key: *anchor)']);
     expect(fixes(server({ instances: { m: 1 } }))).toEqual(['Unrecognized key: "m"; remove "m": it is not a field here']);
   });
 

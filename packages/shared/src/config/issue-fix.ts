@@ -92,7 +92,10 @@ export function issueFix(issue: z.core.$ZodIssue, schema: z.ZodType): string {
       // it is a slip of the keyboard; else the union's own words ("must be a string, { fromEnv } or { fromFile }") say it.
       const keys = new Set(issue.errors.flat().flatMap((branch) => (branch.code === 'unrecognized_keys' ? branch.keys : [])));
       const fields = fieldNamesAt(schema, issue.path);
-      const slips = [...keys].map((key) => fixOfKey(key, fields)).filter((fix) => fix.startsWith('did you mean'));
+      // Keys of two maps at once (`{ fromEnv, fromFile }`): each is a field of its own map, so neither is a slip.
+      const mixed = [...keys].filter((key) => fields.has(key)).sort();
+      if (mixed.length > 1) return `; give one of ${mixed.map((key) => JSON.stringify(key)).join(' or ')}, not ${mixed.length === 2 ? 'both' : 'several'}`;
+      const slips = [...keys].filter((key) => !fields.has(key)).map((key) => fixOfKey(key, fields)).filter((fix) => fix.startsWith('did you mean'));
       return slips.length === 0 ? '' : `; ${slips.join('; ')}`;
     }
     default:
@@ -138,6 +141,8 @@ function fixOfBound(issue: z.core.$ZodIssueTooSmall | z.core.$ZodIssueTooBig): s
 }
 
 function fixOfKey(key: string, fields: ReadonlySet<string>): string {
+  // YAML 1.1's merge key: the files are YAML 1.2, where "<<" is a key like any other.
+  if (key === '<<') return 'YAML merge keys ("<<") are not read: write the fields out, or give the alias as the whole value (key: *anchor)';
   // YAML reads `{max:2}` as the one key "max:2" (a flow map's ":" needs a space after it).
   const runOn = /^([^:\s]+):(\S.*)$/.exec(key);
   if (runOn?.[1] !== undefined && fields.has(runOn[1])) return `write "${runOn[1]}: ${runOn[2] ?? ''}", with a space after ":"`;
