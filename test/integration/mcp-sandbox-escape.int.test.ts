@@ -1,4 +1,4 @@
-import { renameSync, writeFileSync } from 'node:fs';
+import { readdirSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
 import { connect, createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { FleetClient } from '@forge-fleet/client';
@@ -105,6 +105,22 @@ describe('a sandboxed MCP server attacking what lies outside its view', () => {
       const result = await t.client!.call('reader.read', { path: join(later, 'note.txt') }).catch(() => undefined);
       return result?.content === 'innocent';
     });
+  });
+
+  it("without bubblewrap (unshare's namespaces), sees no process of the host in /proc: the worker's is not there", async () => {
+    // A PATH with everything of /usr/bin but bwrap: the worker falls back to unshare for the namespaces.
+    const bin = mcp.mkdir('bin-without-bwrap');
+    for (const name of readdirSync('/usr/bin')) if (name !== 'bwrap') symlinkSync(join('/usr/bin', name), join(bin, name));
+    const servers = mcp.write({ box: hostile({ read: [] }) });
+    const worker = await t.fleet.worker({ tier: 'platform', tools: false, mcp: servers, env: { FORGE_SANDBOX: 'on', PATH: bin } });
+    const { url } = await t.fleet.dispatcher({ FORGE_APPROVAL: 'auto' });
+    t.client = new FleetClient({ url, timeoutMs: 20_000 });
+    await until('box.read in the catalog', async () => (await t.client!.tools()).some((tool) => tool.name === 'box.read'));
+    // The host's /proc would hold the worker's command line (it names the servers file).
+    const seen = await t.client.call('box.read', { path: `/proc/${worker.pid}/cmdline` });
+    expect(seen.content).not.toContain(servers);
+    expect(seen).toMatchObject({ isError: true, content: 'failed: ENOENT' });
+    expect(await t.client.call('box.read', { path: '/proc/1/cmdline' })).toMatchObject({ isError: false });
   });
 
   it('cannot connect to a host Unix socket inside its read-only paths', async () => {

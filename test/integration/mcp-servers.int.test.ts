@@ -576,6 +576,14 @@ describe('no MCP server process outlives its worker', () => {
     await gone(dir, pids, 'after the worker stopped');
   }, 60_000);
 
+  it('stops what a host server started as a daemon (forked twice, in a session of its own) when the worker stops', async () => {
+    const { worker, dir, pids } = await workerWithServers('host');
+    const daemon = await helperOf(dir, 'py.spawn_helper', { daemon: true });
+    const code = await worker.stop('SIGTERM');
+    expect(code, worker.output().slice(-3000)).toBe(0);
+    await gone(dir, new Set([...pids, daemon]), 'after the worker stopped');
+  }, 60_000);
+
   it('kills sandboxed ones too, after fleet.stopAll()', async () => {
     const { dir, pids } = await workerWithServers('platform');
     await fleet.stopAll();

@@ -4,6 +4,7 @@ import { DEFAULT_INHERITED_ENV_VARS, type StdioServerParameters } from '@modelco
 import type { McpStdioLaunch } from './pool-options.js';
 import type { PinnedPaths } from './pinned-paths.js';
 import { type SandboxPrograms, sandboxedCommand } from './server-sandbox-command.js';
+import { subreaperWrapper } from './subreaper.js';
 import type { ServerSandboxProbe } from './server-sandbox-layers.js';
 
 /**
@@ -20,6 +21,8 @@ export interface LaunchTools extends SandboxPrograms {
   readonly env: string;
   /** `sh`: runs the reaper of a host server's process group (group-reaper.ts). */
   readonly sh: string;
+  /** `perl`, when the worker's PATH has it: makes a host server a child subreaper (subreaper.ts). */
+  readonly perl: string | undefined;
 }
 
 /**
@@ -52,10 +55,11 @@ export function findLaunchTools(probe: ServerSandboxProbe, searchPath: string): 
     setpriv: required('setpriv', 'util-linux'),
     env: required('env', 'coreutils'),
     sh: required('sh', 'dash'),
+    perl: optional('perl', true),
     bwrap: optional('bwrap', probe.bubblewrap),
     prlimit: optional('prlimit', probe.prlimit),
     unshare: optional('unshare', probe.unshare),
-    probe: Object.freeze({ bubblewrap: probe.bubblewrap, unshare: probe.unshare, setpriv: probe.setpriv, prlimit: probe.prlimit, shell: probe.shell }),
+    probe: Object.freeze({ bubblewrap: probe.bubblewrap, unshare: probe.unshare, unshareProc: probe.unshareProc === true, setpriv: probe.setpriv, prlimit: probe.prlimit, shell: probe.shell }),
   };
   if (problems.length > 0) throw new ConfigInvalidError('MCP server launch', problems);
   return Object.freeze(tools);
@@ -76,13 +80,16 @@ export interface StdioLaunch {
 }
 
 /**
- * How to start `launch`: `setsid setpriv --pdeathsig KILL env -u … -- command
- * args`. Each wrapper execs the next, so the transport's pid is the server's:
+ * How to start `launch`: `setsid setpriv --pdeathsig KILL [perl -e …] env -u …
+ * -- command args`. Each wrapper execs the next, so the transport's pid is the server's:
  * - `setsid`: its own session and process group, so the pool can kill the
  *   server with everything it started, and a terminal's signals stay out;
  * - `setpriv --pdeathsig KILL`: the kernel kills it when the worker dies, even
  *   by SIGKILL (and, outside a PID namespace, the group's reaper kills the rest
  *   of its group then: group-reaper.ts);
+ * - `perl -e …` (outside a PID namespace, where perl is found): makes the
+ *   server a child subreaper, so a daemon it starts stays its descendant
+ *   (subreaper.ts);
  * - `env -u`: the transport always adds some of the worker's variables
  *   (HOME, PATH, USER…); those not declared are removed by name, so values
  *   (secrets) never appear on a command line and the server sees exactly `launch.env`.
@@ -99,9 +106,11 @@ export interface StdioLaunch {
 export function stdioLaunch(tools: LaunchTools, launch: McpStdioLaunch, server?: string): StdioLaunch {
   const unset = DEFAULT_INHERITED_ENV_VARS.filter((name) => !Object.hasOwn(launch.env, name)).flatMap((name) => ['-u', name]);
   // The environment is cleaned before any sandbox layer starts: bubblewrap's own environment is readable as /proc/1/environ inside.
-  const wrappers = [tools.setpriv, '--pdeathsig', 'KILL', '--', tools.env, ...unset, '--'];
   const { argv, cwd, pidNamespace, pinned } =
     launch.sandbox === undefined ? { argv: [launch.command, ...launch.args], cwd: launch.cwd, pidNamespace: false, pinned: undefined } : sandboxedCommand(tools, { ...launch, server, sandbox: launch.sandbox });
+  // Outside a PID namespace, what the server orphans (a daemon) would go to PID 1: the server adopts it instead.
+  const subreaper = pidNamespace ? [] : subreaperWrapper(tools.perl);
+  const wrappers = [tools.setpriv, '--pdeathsig', 'KILL', '--', ...subreaper, tools.env, ...unset, '--'];
   return {
     parameters: {
       command: tools.setsid,

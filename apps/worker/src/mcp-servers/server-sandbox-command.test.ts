@@ -8,13 +8,15 @@ import { type LaunchTools, stdioLaunch } from './launch-command.js';
 import { McpStdioLaunch } from './pool-options.js';
 import { resolveServerLimits } from './server-sandbox-command.js';
 import { SERVER_LIMIT_DEFAULTS, type ServerSandbox } from './server-sandbox.js';
+import { subreaperWrapper } from './subreaper.js';
 
-const everything = { bubblewrap: true, unshare: true, setpriv: true, prlimit: true, shell: true };
+const everything = { bubblewrap: true, unshare: true, unshareProc: true, setpriv: true, prlimit: true, shell: true };
 const tools: LaunchTools = {
   setsid: '/usr/bin/setsid',
   setpriv: '/usr/bin/setpriv',
   env: '/usr/bin/env',
   sh: '/bin/sh',
+  perl: '/usr/bin/perl',
   bwrap: '/usr/bin/bwrap',
   prlimit: '/usr/bin/prlimit',
   unshare: '/usr/bin/unshare',
@@ -23,6 +25,8 @@ const tools: LaunchTools = {
 const withoutBwrap: LaunchTools = { ...tools, bwrap: undefined, probe: { ...everything, bubblewrap: false } };
 const UNSET = DEFAULT_INHERITED_ENV_VARS.filter((name) => name !== 'PATH').flatMap((name) => ['-u', name]);
 const WRAPPERS = ['/usr/bin/setpriv', '--pdeathsig', 'KILL', '--', '/usr/bin/env', ...UNSET, '--'];
+/** Outside a PID namespace the server is made a child subreaper first (subreaper.ts). */
+const HOST_WRAPPERS = ['/usr/bin/setpriv', '--pdeathsig', 'KILL', '--', ...subreaperWrapper('/usr/bin/perl'), '/usr/bin/env', ...UNSET, '--'];
 /** The transport's parameters of `launch`, with whether the server's group gets a reaper beside it. */
 function launchOf(programs: LaunchTools, of: McpStdioLaunch): StdioServerParameters & { needsReaper: boolean; descriptors: number } {
   const { parameters, needsReaper, pinned } = stdioLaunch(programs, of);
@@ -60,10 +64,14 @@ function mounts(args: readonly string[]): string[][] {
 }
 
 describe('the launch command of an MCP server', () => {
-  it('on the host tier, is the process-group, parent-death and environment wrappers around the command, with a reaper beside it', () => {
+  it('on the host tier, is the process-group, parent-death, subreaper and environment wrappers around the command, with a reaper beside it', () => {
     const params = launchOf(tools, launch(undefined, { cwd: dir }));
     expect(params.command).toBe('/usr/bin/setsid');
-    expect(params.args).toEqual([...WRAPPERS, 'env', '--version']);
+    expect(params.args).toEqual([...HOST_WRAPPERS, 'env', '--version']);
+    expect(subreaperWrapper('/usr/bin/perl', 'x64').slice(0, 2)).toEqual(['/usr/bin/perl', '-e']);
+    // Without perl, or on an architecture whose prctl number is not known, the server starts without it.
+    expect(launchOf({ ...tools, perl: undefined }, launch(undefined)).args).toEqual([...WRAPPERS, 'env', '--version']);
+    expect(subreaperWrapper('/usr/bin/perl', 'riscv64')).toEqual([]);
     expect(params.needsReaper).toBe(true);
     expect(params.cwd).toBe(dir);
   });
@@ -116,12 +124,15 @@ describe('the launch command of an MCP server', () => {
   it('without bubblewrap, nests rlimits and unshare namespaces (no reaper: the PID namespace takes all), or rlimits alone and a reaper, around the command as given', () => {
     const sandbox = { read: [data], write: [] };
     const params = launchOf(withoutBwrap, launch(sandbox, { cwd: dir }));
-    expect(params.args).toEqual([...WRAPPERS, ...PRLIMIT, '/usr/bin/unshare', ...UNSHARE_FLAGS, '--', 'env', '--version']);
+    expect(params.args).toEqual([...WRAPPERS, ...PRLIMIT, '/usr/bin/unshare', ...UNSHARE_FLAGS, '--mount-proc', '--', 'env', '--version']);
+    // Where unshare cannot mount a /proc, it runs without: the layer is reported missing (server-sandbox-layers.ts).
+    expect(launchOf({ ...withoutBwrap, probe: { ...withoutBwrap.probe, unshareProc: false } }, launch(sandbox, { cwd: dir })).args).not.toContain('--mount-proc');
     expect(params.needsReaper).toBe(false);
     expect(params.cwd).toBe(dir);
     const bare = launchOf({ ...withoutBwrap, unshare: undefined, prlimit: undefined, probe: { ...withoutBwrap.probe, unshare: false, prlimit: false } }, launch(sandbox));
     expect(bare.needsReaper).toBe(true);
-    const shell = (bare.args ?? []).slice(WRAPPERS.length);
+    expect((bare.args ?? []).slice(0, HOST_WRAPPERS.length)).toEqual(HOST_WRAPPERS);
+    const shell = (bare.args ?? []).slice(HOST_WRAPPERS.length);
     expect(shell.slice(0, 2)).toEqual(['/bin/sh', '-c']);
     expect(shell[2]).toBe(`ulimit -t ${d.cpuSeconds} -d ${d.memoryMb * 1024} -n ${d.openFiles} -c 0 && exec "$@"`);
     expect(shell.slice(4)).toEqual(['env', '--version']);

@@ -107,7 +107,9 @@ export function sandboxedCommand(programs: SandboxPrograms, launch: { readonly s
   if (programs.bwrap === undefined) {
     const command = [launch.command, ...launch.args];
     if (programs.unshare === undefined) return { argv: limited(command), cwd: launch.cwd, pidNamespace: false, pinned: undefined };
-    return { argv: limited([programs.unshare, ...UNSHARE_FLAGS, '--', ...command]), cwd: launch.cwd, pidNamespace: true, pinned: undefined };
+    // A /proc of the namespace's own where unshare can mount one: the host's would show every process of the machine.
+    const proc = programs.probe.unshareProc === true ? ['--mount-proc'] : [];
+    return { argv: limited([programs.unshare, ...UNSHARE_FLAGS, ...proc, '--', ...command]), cwd: launch.cwd, pidNamespace: true, pinned: undefined };
   }
   const mounts = viewMounts(launch.sandbox);
   const cwd = launch.cwd ?? '/';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { assertServerSandbox, missingServerSandboxLayers, serverSandboxLayers } from './server-sandbox-layers.js';
 
-const everything = { bubblewrap: true, unshare: true, setpriv: true, prlimit: true, shell: true };
+const everything = { bubblewrap: true, unshare: true, unshareProc: true, setpriv: true, prlimit: true, shell: true };
 const nothing = { bubblewrap: false, unshare: false, setpriv: false, prlimit: false, shell: false };
 
 describe('the layers of sandboxed MCP servers', () => {
@@ -18,6 +18,10 @@ describe('the layers of sandboxed MCP servers', () => {
     expect(missingServerSandboxLayers(serverSandboxLayers(probe))).toEqual([expect.stringMatching(/^filesystem view \(bubblewrap\)/)]);
     expect(() => assertServerSandbox(probe, true)).toThrow(expect.objectContaining({ code: 'CONFIG_INVALID', message: expect.stringContaining('filesystem view') as string }) as Error);
     expect(assertServerSandbox(probe, false).filesystem).toBe('none');
+    // unshare that cannot mount a /proc of its own leaves the host's in view: named, and refused when strict.
+    const hostProc = { ...probe, unshareProc: false };
+    expect(serverSandboxLayers(hostProc).processes).toBe('namespace-host-proc');
+    expect(missingServerSandboxLayers(serverSandboxLayers(hostProc))).toContainEqual(expect.stringMatching(/^\/proc of its own .*see the host's processes/));
   });
 
   it('name each missing layer and what it leaves open', () => {

@@ -2,7 +2,7 @@ import { ConfigInvalidError } from '@forge-fleet/shared';
 import type { ProbeResult } from '../sandbox/probe.js';
 
 /** The probe's findings a sandboxed MCP server depends on. */
-export type ServerSandboxProbe = Pick<ProbeResult, 'bubblewrap' | 'unshare' | 'setpriv' | 'prlimit' | 'shell'>;
+export type ServerSandboxProbe = Pick<ProbeResult, 'bubblewrap' | 'unshare' | 'unshareProc' | 'setpriv' | 'prlimit' | 'shell'>;
 
 /** What confines a Platform- or Embedded-tier MCP server on this machine, layer by layer. */
 export interface ServerSandboxLayers {
@@ -18,10 +18,12 @@ export interface ServerSandboxLayers {
    */
   readonly filesystem: 'bubblewrap' | 'none';
   /**
-   * `namespace`: a PID namespace of its own: it cannot see or signal the worker, and whatever it starts dies
-   * with it, even what left its process group. `process-group`: only a process group of its own.
+   * `namespace`: a PID namespace of its own with its own /proc: it cannot see or signal the worker, and whatever
+   * it starts dies with it, even what left its process group. `namespace-host-proc`: the same, but `/proc` is the
+   * host's (unshare without a mount of its own): it sees every process and its command line, though it can
+   * signal none. `process-group`: only a process group of its own.
    */
-  readonly processes: 'namespace' | 'process-group';
+  readonly processes: 'namespace' | 'namespace-host-proc' | 'process-group';
   /** How CPU time, memory, open files, processes and core dumps are capped (see server-sandbox.ts). */
   readonly rlimits: 'prlimit' | 'ulimit' | 'none';
   /** `killed`: the kernel kills the server when its worker dies, even by SIGKILL (`setpriv --pdeathsig`, bubblewrap's `--die-with-parent`). */
@@ -36,7 +38,7 @@ export function serverSandboxLayers(probe: ServerSandboxProbe): ServerSandboxLay
   return Object.freeze({
     network: namespaces ? 'namespace' : 'none',
     filesystem: probe.bubblewrap ? 'bubblewrap' : 'none',
-    processes: namespaces ? 'namespace' : 'process-group',
+    processes: probe.bubblewrap || (probe.unshare && probe.unshareProc === true) ? 'namespace' : probe.unshare ? 'namespace-host-proc' : 'process-group',
     rlimits: probe.prlimit ? 'prlimit' : probe.shell ? 'ulimit' : 'none',
     orphans: probe.setpriv || probe.bubblewrap ? 'killed' : 'none',
     environment: 'declared',
@@ -54,6 +56,7 @@ export function missingServerSandboxLayers(layers: ServerSandboxLayers): string[
   if (layers.network === 'none') missing.push('network namespace (bubblewrap or unshare): sandboxed MCP servers can reach the network');
   if (layers.filesystem === 'none') missing.push('filesystem view (bubblewrap): sandboxed MCP servers see every file the worker\'s user can, not only their declared paths; install bubblewrap');
   if (layers.processes === 'process-group') missing.push('PID namespace (bubblewrap or unshare): a process a server starts outside its process group can outlive it');
+  if (layers.processes === 'namespace-host-proc') missing.push("/proc of its own (bubblewrap, or unshare --mount-proc): sandboxed MCP servers see the host's processes and their command lines in /proc");
   if (layers.rlimits === 'none') missing.push('rlimits (prlimit or /bin/sh ulimit): sandboxed MCP servers run without CPU-time, memory, open-file and process caps');
   if (layers.orphans === 'none') missing.push('death with the worker (setpriv --pdeathsig or bubblewrap): a server outlives a worker killed with SIGKILL');
   return missing;

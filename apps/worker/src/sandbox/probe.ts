@@ -25,6 +25,12 @@ export interface ProbeResult {
   /** `unshare` (util-linux) can create unprivileged user + network + PID namespaces. */
   readonly unshare: boolean;
   /**
+   * `unshare` can also mount a `/proc` of the PID namespace (`--mount-proc`, a
+   * mount namespace): without it the namespace's processes still read the
+   * host's `/proc`. Absent: not probed, taken as no.
+   */
+  readonly unshareProc?: boolean;
+  /**
    * `bwrap` (bubblewrap) can run Node in a filesystem view of its own that holds
    * only the Node binary and its libraries (and, per sandbox, the bundle).
    */
@@ -89,6 +95,7 @@ export function probeIsolation(nodePath = process.execPath): ProbeResult {
   const libraries = nodeLibraries(nodePath);
   return {
     unshare: succeeds('unshare', [...UNSHARE_FLAGS, '--', 'true']),
+    unshareProc: succeeds('unshare', [...UNSHARE_FLAGS, '--mount-proc', '--', 'true']),
     // The view a sandbox gets, less its bundle: Node must start in it.
     bubblewrap: succeeds('bwrap', [...bwrapView([nodePath, ...libraries]), '--', nodePath, '-e', '0']),
     setpriv: succeeds('setpriv', ['--pdeathsig', 'KILL', '--', 'true']),
