@@ -121,6 +121,8 @@ describe('a sandboxed MCP server attacking what lies outside its view', () => {
     expect(seen.content).not.toContain(servers);
     expect(seen).toMatchObject({ isError: true, content: 'failed: ENOENT' });
     expect(await t.client.call('box.read', { path: '/proc/1/cmdline' })).toMatchObject({ isError: false });
+    // Root of its user namespace, it would be able to unmount that /proc and see the host's again: it has no capability.
+    expect(await t.client.call('box.read', { path: '/proc/self/status' })).toMatchObject({ content: expect.stringMatching(/CapEff:\s+0000000000000000\nCapBnd:\s+0000000000000000/) as string });
   });
 
   it('cannot connect to a host Unix socket inside its read-only paths', async () => {

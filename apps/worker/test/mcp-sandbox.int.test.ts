@@ -1,4 +1,5 @@
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { chmodSync, closeSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,6 +12,7 @@ import type { McpStdioLaunch } from '../src/mcp-servers/pool-options.js';
 import { McpServerPool } from '../src/mcp-servers/server-pool.js';
 import { assertServerSandbox, serverSandboxLayers } from '../src/mcp-servers/server-sandbox-layers.js';
 import type { ServerSandbox } from '../src/mcp-servers/server-sandbox.js';
+import { openUnixSocketFilter } from '../src/mcp-servers/unix-socket-filter.js';
 import { probeIsolation } from '../src/sandbox/probe.js';
 import { startPoolChild } from './fixtures/pool-child.js';
 import { type ProcessEntry, processTable } from './fixtures/proc-table.js';
@@ -280,5 +282,28 @@ describe('a sandboxed server process', () => {
       child.kill('SIGKILL');
       await exited;
     }
+  });
+});
+
+describe('the Unix-socket filter of sandboxed servers', () => {
+  it("refuses every Unix socket a sandboxed process could aim at a path — socket(), and socketpair()'s datagram sockets — and keeps stream pairs, pipes and IP sockets", () => {
+    // The filter as a server's launch loads it (unix-socket-filter.ts), under bubblewrap, tried by Python.
+    const fd = openUnixSocketFilter();
+    expect(fd).toBeDefined();
+    const tries = [
+      ['unix stream', 'socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)'],
+      ['unix dgram', 'socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)'],
+      ['pair dgram', 'socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)'],
+      ['pair stream', 'socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)'],
+      ['pair seqpacket', 'socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)'],
+      ['inet', 'socket.socket(socket.AF_INET, socket.SOCK_DGRAM)'],
+      ['pipe', 'os.pipe()'],
+    ];
+    const script = ['import os, socket', ...tries.map(([name, code]) => `try:\n    ${code}; print(${JSON.stringify(name)}, 'ok')\nexcept OSError as e:\n    print(${JSON.stringify(name)}, 'refused', e.errno)`)].join('\n');
+    const view = ['--ro-bind', '/usr', '/usr', '--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64', '--symlink', 'usr/bin', '/bin', '--proc', '/proc', '--dev', '/dev'];
+    const run = spawnSync('bwrap', ['--unshare-all', '--die-with-parent', '--seccomp', '3', ...view, '--', '/usr/bin/python3', '-c', script], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe', fd!] });
+    closeSync(fd!);
+    expect(run.stderr).toBe('');
+    expect(run.stdout.trim().split('\n')).toEqual(['unix stream refused 13', 'unix dgram refused 13', 'pair dgram refused 13', 'pair stream ok', 'pair seqpacket ok', 'inet ok', 'pipe ok']);
   });
 });

@@ -1,4 +1,5 @@
-import { closeSync, openSync, readlinkSync, realpathSync } from 'node:fs';
+import { closeSync, openSync, readlinkSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { UnavailableError } from '@forge-fleet/shared';
 
 /** Linux's O_PATH (the same on x86-64 and arm64): a descriptor that names a file or directory, opened without reading it. */
@@ -15,9 +16,11 @@ const O_PATH = 0o10000000;
  * (the fleet's keys, say), and another server that declares that directory
  * would bind the symlink's target at its next launch. So each path is
  * opened, the descriptor's own path is read back from `/proc/self/fd`, and
- * the launch is refused when it leads anywhere but where the path led when
- * the worker read its servers file. The descriptor pins that directory for
- * the launch; no rename after the check can move it.
+ * the launch is refused unless the path leads to itself. The servers file
+ * refuses a declared path that leads elsewhere (through a symlink) when it
+ * is read (servers-file.ts), so this holds for every pool, fresh or not, and
+ * for every worker that reads the file later, after a swap. The descriptor
+ * pins that directory for the launch; no rename after the check can move it.
  */
 export class PinnedPaths {
   readonly #fds: number[];
@@ -28,12 +31,11 @@ export class PinnedPaths {
   }
 
   /**
-   * Opens each of `paths` and checks where it leads.
+   * Opens each of `paths` (absolute) and checks that it leads to itself.
    *
-   * @param hostPaths where each path led on the host when the worker read its servers file; a path missing here must lead where it leads now.
    * @throws UnavailableError naming the path and where it leads now, after closing what it opened.
    */
-  static open(server: string, paths: readonly string[], hostPaths: Readonly<Record<string, string>> | undefined): PinnedPaths {
+  static open(server: string, paths: readonly string[]): PinnedPaths {
     const fds: number[] = [];
     try {
       for (const path of paths) {
@@ -45,10 +47,10 @@ export class PinnedPaths {
         }
         fds.push(fd);
         const now = readlinkSync(`/proc/self/fd/${fd}`);
-        const expected = hostPaths?.[path] ?? realpathSync(path);
+        const expected = resolve(path);
         if (now !== expected) {
           throw new UnavailableError(
-            `its declared path ${path} now leads to ${now}, not to ${expected} as when the worker read its servers file (was it replaced by a symlink?): the server is not started with it. Put ${expected} back at ${path}, or restart the worker to take the new target`,
+            `its declared path ${path} now leads to ${now} (was it replaced by a symlink?): the server is not started with it, since a declared path is bound only where it leads to itself. Put the directory back at ${path}`,
             { what: `MCP server '${server}'` },
           );
         }

@@ -1,4 +1,3 @@
-import { realpathSync } from 'node:fs';
 import type { z } from 'zod';
 import type { McpServerPoolOptions } from './pool-options.js';
 import { revealAll } from './secret-value.js';
@@ -25,7 +24,7 @@ export function poolOptionsOf(config: McpServerConfig, how: { readonly sandbox: 
           secrets: Object.values(t.env).flatMap((v) => (typeof v === 'string' ? [] : [v.reveal()])),
           startupTimeoutMs: config.startupTimeoutMs,
           ...bound,
-          ...(how.sandbox ? { sandbox: sandboxOf(config.filesystem) } : {}),
+          ...(how.sandbox ? { sandbox: { read: [...(config.filesystem?.read ?? [])], write: [...(config.filesystem?.write ?? [])] } } : {}),
         }
       : // Header values stay wrapped (SecretValue) until the request that sends them.
         { url: t.url, headers: { ...t.headers }, startupTimeoutMs: config.startupTimeoutMs, ...bound };
@@ -38,22 +37,3 @@ export function poolOptionsOf(config: McpServerConfig, how: { readonly sandbox: 
   };
 }
 
-/**
- * The sandbox of a server's declared paths, with where each leads on the
- * host now, as the worker reads its servers file: a later launch binds a
- * path only while it still leads there (see pinned-paths.ts), so a server
- * that can write near another's declared path cannot point it elsewhere.
- */
-function sandboxOf(filesystem: McpServerConfig['filesystem']): { read: string[]; write: string[]; hostPaths: Record<string, string> } {
-  const read = [...(filesystem?.read ?? [])];
-  const write = [...(filesystem?.write ?? [])];
-  const hostPaths: Record<string, string> = {};
-  for (const path of [...read, ...write]) {
-    try {
-      hostPaths[path] = realpathSync(path);
-    } catch {
-      // Missing now: the file's check refuses it, and a launch refuses it too (server-sandbox-command.ts).
-    }
-  }
-  return { read, write, hostPaths };
-}

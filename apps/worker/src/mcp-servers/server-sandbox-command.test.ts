@@ -124,7 +124,7 @@ describe('the launch command of an MCP server', () => {
   it('without bubblewrap, nests rlimits and unshare namespaces (no reaper: the PID namespace takes all), or rlimits alone and a reaper, around the command as given', () => {
     const sandbox = { read: [data], write: [] };
     const params = launchOf(withoutBwrap, launch(sandbox, { cwd: dir }));
-    expect(params.args).toEqual([...WRAPPERS, ...PRLIMIT, '/usr/bin/unshare', ...UNSHARE_FLAGS, '--mount-proc', '--', 'env', '--version']);
+    expect(params.args).toEqual([...WRAPPERS, ...PRLIMIT, '/usr/bin/unshare', ...UNSHARE_FLAGS, '--mount-proc', '--', '/usr/bin/setpriv', '--bounding-set=-all', '--inh-caps=-all', '--', 'env', '--version']);
     // Where unshare cannot mount a /proc, it runs without: the layer is reported missing (server-sandbox-layers.ts).
     expect(launchOf({ ...withoutBwrap, probe: { ...withoutBwrap.probe, unshareProc: false } }, launch(sandbox, { cwd: dir })).args).not.toContain('--mount-proc');
     expect(params.needsReaper).toBe(false);

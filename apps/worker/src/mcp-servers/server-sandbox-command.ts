@@ -32,6 +32,8 @@ export interface SandboxPrograms {
   readonly prlimit: string | undefined;
   /** unshare, when the probe found it working: the namespaces without bubblewrap. */
   readonly unshare: string | undefined;
+  /** `setpriv` (util-linux): inside unshare's namespaces, drops the capabilities the user namespace gave the server. */
+  readonly setpriv: string;
   readonly probe: ServerSandboxProbe;
 }
 
@@ -98,7 +100,7 @@ export function resolveServerLimits(limits: Partial<ServerLimits> = {}): ServerL
  *
  * @throws ConfigInvalidError for a relative or missing declared path, limits
  *   that are not positive integers, a working directory or command outside the view.
- * @throws UnavailableError for a declared path that no longer leads where it led when the worker read its servers file.
+ * @throws UnavailableError for a declared path that no longer leads to itself (a symlink put in its place).
  */
 export function sandboxedCommand(programs: SandboxPrograms, launch: { readonly server?: string | undefined; readonly command: string; readonly args: readonly string[]; readonly cwd?: string | undefined; readonly env: Readonly<Record<string, string>>; readonly sandbox: ServerSandbox }): SandboxedCommand {
   const limits = resolveServerLimits(launch.sandbox.limits);
@@ -109,7 +111,10 @@ export function sandboxedCommand(programs: SandboxPrograms, launch: { readonly s
     if (programs.unshare === undefined) return { argv: limited(command), cwd: launch.cwd, pidNamespace: false, pinned: undefined };
     // A /proc of the namespace's own where unshare can mount one: the host's would show every process of the machine.
     const proc = programs.probe.unshareProc === true ? ['--mount-proc'] : [];
-    return { argv: limited([programs.unshare, ...UNSHARE_FLAGS, ...proc, '--', ...command]), cwd: launch.cwd, pidNamespace: true, pinned: undefined };
+    // unshare makes the server root of its user namespace, with every capability there: enough to unmount that
+    // /proc (and see the host's again). It runs with none (bubblewrap's --cap-drop ALL, for this path).
+    const noCapabilities = [programs.setpriv, '--bounding-set=-all', '--inh-caps=-all', '--'];
+    return { argv: limited([programs.unshare, ...UNSHARE_FLAGS, ...proc, '--', ...noCapabilities, ...command]), cwd: launch.cwd, pidNamespace: true, pinned: undefined };
   }
   const mounts = viewMounts(launch.sandbox);
   const cwd = launch.cwd ?? '/';
@@ -122,7 +127,7 @@ export function sandboxedCommand(programs: SandboxPrograms, launch: { readonly s
   const unsetPwd = Object.hasOwn(launch.env, 'PWD') ? [] : ['-u', 'PWD'];
   // Last, once nothing else can refuse the launch: from here on the descriptors are the caller's to close.
   const declared = mounts.filter((m) => m.fd !== undefined);
-  const pinned = PinnedPaths.open(launch.server ?? 'server', declared.map((m) => m.source), launch.sandbox.hostPaths);
+  const pinned = PinnedPaths.open(launch.server ?? 'server', declared.map((m) => m.source));
   let filter: number | undefined;
   try {
     filter = openUnixSocketFilter();

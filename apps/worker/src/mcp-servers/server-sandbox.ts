@@ -40,12 +40,6 @@ export interface ServerSandbox {
   readonly read: readonly string[];
   /** Absolute paths the server sees writable. */
   readonly write: readonly string[];
-  /**
-   * Where each declared path led on the host (its real path) when the worker
-   * read its servers file: a launch where one leads elsewhere is refused
-   * (see pinned-paths.ts). A path missing here must lead where it leads at the launch.
-   */
-  readonly hostPaths?: Readonly<Record<string, string>>;
   /** Its rlimits; each one not given is taken from {@link SERVER_LIMIT_DEFAULTS}. */
   readonly limits?: Partial<ServerLimits>;
 }

@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inspect } from 'node:util';
@@ -244,6 +244,15 @@ describe('servers files', () => {
     expect(message).not.toMatch(/write/);
     expect(failure(file('cwdfile.yaml', 'version: 1\nservers:\n  s: { command: x, cwd: ./ok.json }\n'))).toMatch(/cwdfile\.yaml:3:25: servers\.s\.cwd: .*ok\.json is not a directory; give a directory/);
   });
+
+  it('refuses a filesystem path that leads elsewhere through a symlink (of its own, or of a directory above it), naming where', () => {
+    mkdirSync(join(dir, 'real-data', 'sub'), { recursive: true });
+    symlinkSync(join(dir, 'real-data'), join(dir, 'linked-data'));
+    const message = failure(file('linked.yaml', 'version: 1\nservers:\n  s:\n    command: x\n    tier: platform\n    filesystem:\n      read: [./linked-data]\n      write: [./linked-data/sub]\n'));
+    expect(message).toContain(`linked.yaml:7:14: servers.s.filesystem.read.0: ${join(dir, 'linked-data')} leads to ${join(dir, 'real-data')} through a symlink; declare ${join(dir, 'real-data')} itself`);
+    expect(message).toContain(`servers.s.filesystem.write.0: ${join(dir, 'linked-data', 'sub')} leads to ${join(dir, 'real-data', 'sub')} through a symlink`);
+    expect(loadServersFile(file('real.yaml', 'version: 1\nservers:\n  s:\n    command: x\n    tier: platform\n    filesystem: { read: [./real-data] }\n'), noEnv).servers[0]?.filesystem?.read).toEqual([join(dir, 'real-data')]);
+  });
 });
 
 describe('prefixes', () => {
@@ -269,6 +278,11 @@ describe('prefixes', () => {
     const both = failure(file('both.yaml', 'version: 1\nservers:\n  a:\n    command: x\n    env: { TOKEN: { fromEnv: HOME, fromFile: /etc/hostname } }\n'));
     expect(both).toMatch(/servers\.a\.env\.TOKEN: must be a string, \{ fromEnv: NAME \} or \{ fromFile: PATH \}; give one of "fromEnv" or "fromFile", not both/);
     expect(both).not.toContain('did you mean');
+    // A duration that becomes a timer is bounded by what a timer holds (about 24.8 days): past it, it would fire at once, for ever.
+    const long = failure(file('long.yaml', 'version: 1\nservers:\n  a:\n    command: x\n    idleMs: 2592000000\n    restartBackoff: { maxMs: 3000000000 }\n    crashLoop: { windowMs: 1e12 }\n'));
+    expect(long).toMatch(/servers\.a\.idleMs: Too big: expected number to be <=2147483647; write 2147483647 or less/);
+    expect(long).toMatch(/servers\.a\.restartBackoff\.maxMs: Too big: .*write 2147483647 or less/);
+    expect(long).toMatch(/servers\.a\.crashLoop\.windowMs: Too big: .*write 2147483647 or less/);
     const huge = failure(file('huge.yaml', 'version: 1\nservers:\n  a:\n    command: x\n    startupTimeoutMs: 1e300\n'));
     expect(huge).toMatch(/servers\.a\.startupTimeoutMs: Too big: expected number to be <=600000; write 600000 or less/);
     expect(huge).not.toContain('9007199254740991');

@@ -1,4 +1,4 @@
-import { readFileSync, statSync } from 'node:fs';
+import { readFileSync, realpathSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { ConfigInvalidError, MAX_TIMEOUT_MS, PoolName, type Tier, TierInput, ToolName } from '@forge-fleet/shared';
 import { z } from 'zod';
@@ -59,6 +59,13 @@ export const SERVER_DEFAULTS = Object.freeze({
 });
 
 const int = () => z.number().int();
+/**
+ * The longest wait a timer can hold: Node's timers take a 32-bit signed count
+ * of milliseconds (about 24.8 days), and one set past it fires at once, again
+ * and again, for ever. Every duration of the file that becomes a timer is bounded by it.
+ */
+const MAX_TIMER_MS = 2_147_483_647;
+const duration = () => int().max(MAX_TIMER_MS);
 
 /** A server's name in the file: it names the server in logs, metrics and `/readyz`, and is its tools' prefix unless `prefix` says otherwise. */
 export const ServerName = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1-64 characters of letters, digits, "_" or "-"; rename the server (its name is also its tools\' prefix unless it sets `prefix`)');
@@ -167,16 +174,16 @@ export const ServerSpec = z
     startupTimeoutMs: int().positive().max(600_000).default(SERVER_DEFAULTS.startupTimeoutMs),
     /** @defaultValue {@link SERVER_DEFAULTS}.restartBackoff */
     restartBackoff: z
-      .strictObject({ initialMs: int().min(0).default(SERVER_DEFAULTS.restartBackoff.initialMs), maxMs: int().min(0).default(SERVER_DEFAULTS.restartBackoff.maxMs) })
+      .strictObject({ initialMs: duration().min(0).default(SERVER_DEFAULTS.restartBackoff.initialMs), maxMs: duration().min(0).default(SERVER_DEFAULTS.restartBackoff.maxMs) })
       .prefault({}),
     /** @defaultValue {@link SERVER_DEFAULTS}.crashLoop */
     crashLoop: z
-      .strictObject({ failures: int().min(1).max(1000).default(SERVER_DEFAULTS.crashLoop.failures), windowMs: int().positive().default(SERVER_DEFAULTS.crashLoop.windowMs) })
+      .strictObject({ failures: int().min(1).max(1000).default(SERVER_DEFAULTS.crashLoop.failures), windowMs: duration().positive().default(SERVER_DEFAULTS.crashLoop.windowMs) })
       .prefault({}),
     /** `shared`: any instance serves any call. `perCaller`: a caller's calls stay on one instance (browsers, database sessions). @defaultValue "shared" */
     session: z.enum(['shared', 'perCaller']).default(SERVER_DEFAULTS.session),
     /** @defaultValue {@link SERVER_DEFAULTS}.idleMs */
-    idleMs: int().positive().default(SERVER_DEFAULTS.idleMs),
+    idleMs: duration().positive().default(SERVER_DEFAULTS.idleMs),
     /** Per-tool settings, keyed by the tool's name as the server lists it (without the prefix). @defaultValue {} */
     tools: z.record(ToolName, ToolOverrides).default({}),
   })
@@ -379,6 +386,13 @@ function resolveServer(name: string, spec: ServerSpec, r: Resolution): McpServer
     const absolute = resolve(r.dir, p);
     // A sandbox cannot mount what is not there; saying so now beats a server that fails to start.
     if (statKind(absolute) === 'missing') r.problems.push(problemAt(r.source, [...at, ...path], `${absolute} does not exist; ${FIX_PATH}`));
+    else {
+      // A path that leads elsewhere is one a symlink can lead anywhere, at the next launch: whoever may write where
+      // the symlink is (another sandboxed server) could point it at the fleet's keys. Each launch binds a declared
+      // path only where it leads to itself (pinned-paths.ts); a worker reading the file after a swap must refuse too.
+      const real = realPath(absolute);
+      if (real !== undefined && real !== absolute) r.problems.push(problemAt(r.source, [...at, ...path], `${absolute} leads to ${real} through a symlink; declare ${real} itself (a declared path must lead to itself, so that nothing can repoint it)`));
+    }
     return absolute;
   };
   const values = (record: Readonly<Record<string, ValueSource>>, field: 'env' | 'headers'): Record<string, ConfigValue> =>
@@ -444,6 +458,15 @@ function takeValue(value: ValueSource, r: Resolution & { readonly path: Property
   if (r.field === 'headers' && /[\r\n\0]/.test(plain)) r.problems.push(problemAt(r.source, r.path, `${what} contains a line break or NUL, which a header cannot carry; remove it there`));
   if (r.field === 'env' && plain.includes('\0')) r.problems.push(problemAt(r.source, r.path, `${what} contains a NUL character, which an environment cannot carry; remove it there`));
   return taken;
+}
+
+/** Where `path` leads on the host, every symlink followed; undefined when it cannot be told (a permission, a race). */
+function realPath(path: string): string | undefined {
+  try {
+    return realpathSync(path);
+  } catch {
+    return undefined;
+  }
 }
 
 function statKind(path: string): 'directory' | 'other' | 'missing' {

@@ -13,6 +13,6 @@ describe('numbers JSON cannot carry', () => {
     const error = nonFiniteNumberError('a', Infinity);
     expect(error).toMatchObject({ code: 'BAD_REQUEST', httpStatus: 400 });
     expect(error.message).toMatch(/number JSON cannot carry at 'a' \(it is Infinity.*send a finite number, or the value as a string/);
-    expect(nonFiniteNumberError('', Number.NaN).message).toContain("at 'arguments' (it is NaN");
+    expect(nonFiniteNumberError('', Number.NaN).message).toContain("at 'arguments' (it is NaN, which JSON has no way to write)");
   });
 });

@@ -13,10 +13,8 @@ import { BadRequestError } from '../errors/errors.js';
 /** The refusal of a number that is not finite at `path` (`a.b[0]`, or `arguments` for the whole). */
 export function nonFiniteNumberError(path: string, value: number): BadRequestError {
   const where = path === '' ? 'arguments' : path;
-  return new BadRequestError(
-    `arguments hold a number JSON cannot carry at '${where}' (it is ${String(value)}: a number past ±1.7976931348623157e308, such as 1e400, parses as Infinity); send a finite number, or the value as a string`,
-    { path: where },
-  );
+  const why = Number.isNaN(value) ? 'NaN, which JSON has no way to write' : `${String(value)}: a number past ±1.7976931348623157e308, such as 1e400, parses as Infinity`;
+  return new BadRequestError(`arguments hold a number JSON cannot carry at '${where}' (it is ${why}); send a finite number, or the value as a string`, { path: where });
 }
 
 /** The first number of `value` that is not finite, with its path, or undefined. A loop: values may nest deep. */
