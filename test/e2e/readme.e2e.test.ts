@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '@forge-fleet/local-redis';
@@ -413,7 +413,21 @@ describe(`README.md "${MCP_SERVERS}", run as written`, () => {
   const dir = mkdtempSync(join(tmpdir(), 'forge-readme-mcp-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
   beforeAll(() => {
-    symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir');
+    // A node_modules of its own, as a clone has: a symlink to the repository's would be refused as a declared sandbox
+    // path (one must lead to itself). Hard links where the file system allows, else a copy.
+    const copy = spawnSync('cp', ['-al', join(ROOT, 'node_modules'), join(dir, 'node_modules')], { encoding: 'utf8', timeout: 110_000 });
+    if (copy.status !== 0) {
+      rmSync(join(dir, 'node_modules'), { recursive: true, force: true });
+      const full = spawnSync('cp', ['-a', join(ROOT, 'node_modules'), join(dir, 'node_modules')], { encoding: 'utf8', timeout: 170_000 });
+      expect(full.status, `cp -a node_modules: ${full.stderr}`).toBe(0);
+    }
+    // The workspace's own packages are relative links (../../apps/cli): pointed at the repository's, as from a clone.
+    const scope = join(ROOT, 'node_modules', '@forge-fleet');
+    for (const name of readdirSync(scope)) {
+      const link = join(dir, 'node_modules', '@forge-fleet', name);
+      rmSync(link, { force: true });
+      symlinkSync(realpathSync(join(scope, name)), link, 'dir');
+    }
     const build = spawnSync('npm', ['run', 'prepare', '--silent'], { cwd: ROOT, encoding: 'utf8', timeout: 110_000 });
     expect(build.status, `npm run prepare: ${build.stderr}`).toBe(0);
   });
