@@ -36,4 +36,3 @@ export function poolOptionsOf(config: McpServerConfig, how: { readonly sandbox: 
     restart: { initialDelayMs: config.restartBackoff.initialMs, maxDelayMs: config.restartBackoff.maxMs, crashLoopFailures: config.crashLoop.failures, crashLoopWindowMs: config.crashLoop.windowMs },
   };
 }
-
