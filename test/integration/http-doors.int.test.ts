@@ -298,6 +298,22 @@ describe('the HTTP doors', () => {
         await client.close();
       }
     });
+
+    it('arguments with several problems are refused naming the same first one by the dispatcher and by FleetClient', async () => {
+      const client = new FleetClient({ url: dispatcher.url, token: agent });
+      try {
+        for (const text of ['{"__proto__":{"x":1},"a":1e400}', '{"a":1e400,"__proto__":{"x":1}}', '{"list":[{"constructor":{}}],"n":-1e400}']) {
+          const sent = await fetch(`${dispatcher.url}/v1/calls?wait=10000`, { method: 'POST', headers: headers(), body: `{"name":"echo","arguments":${text}}` });
+          expect(sent.status).toBe(400);
+          const error = ((await sent.json()) as { error: { code: string; message: string } }).error;
+          expect(error.code).toBe('BAD_REQUEST');
+          // JSON.parse keeps '__proto__' an own key, as a body's arguments arrive at the dispatcher.
+          await expect(client.call('echo', JSON.parse(text) as Record<string, unknown>)).rejects.toMatchObject({ code: 'BAD_REQUEST', message: error.message });
+        }
+      } finally {
+        await client.close();
+      }
+    });
   });
 
   describe('14: tokens from the future are refused', () => {

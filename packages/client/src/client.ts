@@ -2,17 +2,16 @@ import {
   ApprovalList,
   type ApprovalDecisionRequest,
   ApprovalPendingError,
+  argumentValueProblem,
   type PendingApproval,
   BadRequestError,
   type CallView,
   CallView as CallViewSchema,
-  findNonFiniteNumber,
   InternalError,
   isFinalStatus,
   lineReader,
   MAX_BATCH_CALLS,
   MAX_WAIT_MS,
-  nonFiniteNumberError,
   QueueStatsList,
   ToolDefinition,
   type ToolResult,
@@ -188,9 +187,10 @@ export class FleetClient {
 
   /** Submits a call; with `waitMs`, waits that long for it to end. */
   async submit(name: string, args: Record<string, unknown> = {}, options: CallOptions & { waitMs?: number } = {}): Promise<CallView> {
-    // JSON.stringify would send NaN or Infinity as null: the dispatcher would check, and the tool run, other arguments.
-    const nonFinite = findNonFiniteNumber(args);
-    if (nonFinite !== undefined) throw nonFiniteNumberError(nonFinite.path, nonFinite.value);
+    // The dispatcher's own check, made before sending: JSON.stringify would send NaN or Infinity as null, and the
+    // dispatcher would check, and the tool run, other arguments.
+    const problem = argumentValueProblem(args);
+    if (problem !== undefined) throw problem;
     const body = {
       name,
       arguments: args,
@@ -236,8 +236,8 @@ export class FleetClient {
    * @throws FleetError NOT_AWAITING_APPROVAL, CALL_NOT_FOUND, SCHEMA_VALIDATION (an invalid edit), FORBIDDEN
    */
   async decide(id: string, decision: ApprovalDecisionRequest): Promise<CallView> {
-    const nonFinite = decision.arguments === undefined ? undefined : findNonFiniteNumber(decision.arguments);
-    if (nonFinite !== undefined) throw nonFiniteNumberError(nonFinite.path, nonFinite.value);
+    const problem = decision.arguments === undefined ? undefined : argumentValueProblem(decision.arguments);
+    if (problem !== undefined) throw problem;
     return CallViewSchema.parse(await this.#send('POST', `/v1/approvals/${encodeURIComponent(id)}`, decision));
   }
 

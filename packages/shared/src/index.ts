@@ -101,7 +101,7 @@ export { QueueStats, QueueStatsList } from './wire/queues.js';
 export { CallEnvelope, CallBatch, ReplyMessage, ResultReply, ProgressReply, CallSignature, ApprovalRecord } from './wire/envelope.js';
 export { stableStringify } from './wire/stable-json.js';
 export { eachJsonValue } from './wire/json-walk.js';
-export { findNonFiniteNumber, nonFiniteNumberError } from './wire/finite-numbers.js';
+export { argumentValueProblem, FORBIDDEN_ARGUMENT_KEYS } from './wire/argument-values.js';
 export { lineReader } from './wire/lines.js';
 export { deriveQueueKey, keyCheck, signEnvelope, envelopeForgery, SIGNATURE_ALGORITHM, MIN_KEY_BYTES } from './signing/call-signature.js';
 
