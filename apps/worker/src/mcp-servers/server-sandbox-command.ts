@@ -44,8 +44,8 @@ interface Mount {
   readonly source: string;
   /** Where it appears in the view. */
   readonly target: string;
-  /** A declared path: bound from the launched process's descriptor with this number (see pinned-paths.ts), not by name. */
-  readonly fd?: number;
+  /** A declared path: bound from a descriptor the launch opens (see pinned-paths.ts), not by name. */
+  readonly declared?: true;
 }
 
 /** A sandboxed server's command line after the process-group and environment wrappers, and where to spawn it. */
@@ -126,8 +126,10 @@ export function sandboxedCommand(programs: SandboxPrograms, launch: { readonly s
   // bubblewrap sets PWD after the environment it was given; a declared PWD is then the working directory.
   const unsetPwd = Object.hasOwn(launch.env, 'PWD') ? [] : ['-u', 'PWD'];
   // Last, once nothing else can refuse the launch: from here on the descriptors are the caller's to close.
-  const declared = mounts.filter((m) => m.fd !== undefined);
+  const declared = mounts.filter((m) => m.declared === true);
   const pinned = PinnedPaths.open(launch.server ?? 'server', declared.map((m) => m.source));
+  // The process gets the i-th path opened as its descriptor childDescriptor(i): numbered here, where they are opened.
+  const descriptorOf = new Map(declared.map((m, i) => [m, childDescriptor(i)]));
   let filter: number | undefined;
   try {
     filter = openUnixSocketFilter();
@@ -145,7 +147,10 @@ export function sandboxedCommand(programs: SandboxPrograms, launch: { readonly s
     '/dev',
     '--tmpfs',
     '/tmp',
-    ...mounts.flatMap((m) => (m.fd === undefined ? [m.kind, m.source, m.target] : [`${m.kind}-fd`, String(m.fd), m.target])),
+    ...mounts.flatMap((m) => {
+      const fd = descriptorOf.get(m);
+      return fd === undefined ? [m.kind, m.source, m.target] : [`${m.kind}-fd`, String(fd), m.target];
+    }),
     // The view's own root (a tmpfs bubblewrap made) is read-only too: only `write` paths and /tmp take writes.
     '--remount-ro',
     '/',
@@ -174,7 +179,7 @@ function viewMounts(sandbox: ServerSandbox): Mount[] {
   const depth = (m: Mount): number => (m.target === '/' ? 0 : m.target.split('/').length);
   // A stable sort: at equal depth, read paths (listed first) come before write paths.
   own.sort((a, b) => depth(a) - depth(b));
-  return [...systemMounts(), ...own.map((m, i) => ({ ...m, fd: childDescriptor(i) }))];
+  return [...systemMounts(), ...own.map((m) => ({ ...m, declared: true as const }))];
 }
 
 function systemMounts(): Mount[] {
