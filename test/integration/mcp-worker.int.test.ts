@@ -256,7 +256,7 @@ describe('forge-worker --mcp', () => {
     expect(await client.call('hostile.flat', {}, { timeoutMs: 20_000 })).toMatchObject({ isError: false, content: 'flat' });
   }, 60_000);
 
-  it("fails a call at once, EXECUTION_FAILED under the fleet's name of the tool, when the server answers it with any JSON-RPC error or with neither a result nor an error, and serves on", async () => {
+  it("fails a call at once, EXECUTION_FAILED under the fleet's name of the tool, when the server answers it with any JSON-RPC error or with neither a result nor an error, or with a result that is not a tool's; keeps a 2024-10-07 server's toolResult; and serves on", async () => {
     const { url, client } = await hostileFleet();
     const mcp = new Client({ name: 'answers-test', version: '1' });
     await mcp.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp`)));
@@ -280,6 +280,22 @@ describe('forge-worker --mcp', () => {
         const answered = await mcp.callTool({ name: 'hostile.bad_answer', arguments: { shape } });
         expect(answered._meta?.['forge-fleet/error']).toMatchObject({ code: 'EXECUTION_FAILED' });
       }
+      // A result that is not a tool's: its text was dropped as no blocks, and an isError of 'yes' read as a success.
+      for (const [shape, why] of [
+        ['content_string', "its 'content' is a string, not an array of content blocks"],
+        ['content_block', "its 'content' is an object, not an array of content blocks"],
+        ['is_error_string', "its 'isError' is a string, not true or false"],
+      ] as const) {
+        const failed = await client.call('hostile.bad_answer', { shape }, { timeoutMs: 20_000 });
+        expect(failed).toMatchObject({ isError: true, error: { code: 'EXECUTION_FAILED', details: { toolName: 'hostile.bad_answer' } } });
+        expect(failed.content).toContain(why);
+        const answered = await mcp.callTool({ name: 'hostile.bad_answer', arguments: { shape } });
+        expect(answered).toMatchObject({ isError: true, _meta: { 'forge-fleet/error': { code: 'EXECUTION_FAILED', message: failed.error?.message } } });
+      }
+      // A 2024-10-07 server's toolResult is its result: an object as structured content, a string as text.
+      expect(await client.call('hostile.bad_answer', { shape: 'tool_result' }, { timeoutMs: 20_000 })).toMatchObject({ isError: false, content: '{"answer":42}', structuredContent: { answer: 42 } });
+      expect(await client.call('hostile.bad_answer', { shape: 'tool_result_text' }, { timeoutMs: 20_000 })).toMatchObject({ isError: false, content: 'the answer is 42' });
+      expect(await mcp.callTool({ name: 'hostile.bad_answer', arguments: { shape: 'tool_result' } })).toMatchObject({ isError: false, structuredContent: { answer: 42 } });
     } finally {
       await mcp.close();
     }

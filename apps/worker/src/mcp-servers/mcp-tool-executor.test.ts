@@ -44,4 +44,31 @@ describe('resultOf (an MCP tools/call result as a fleet result)', () => {
     const r = of({ content: [{ type: 'text', text: 'no such file' }], isError: true });
     expect(r).toMatchObject({ isError: true, content: 'no such file', error: { code: 'EXECUTION_FAILED', message: expect.stringContaining('no such file') as string } });
   });
+
+  it("fails the call, saying what is wrong, for a result whose 'content' is not an array or whose 'isError' is not a boolean", () => {
+    for (const [raw, why] of [
+      [{ content: 'the answer is 42' }, /'content' is a string, not an array of content blocks/],
+      [{ content: { type: 'text', text: 'the answer is 42' } }, /'content' is an object, not an array of content blocks/],
+      [{ content: null }, /'content' is null, not an array/],
+      [{ content: [{ type: 'text', text: 'a' }], isError: 'yes' }, /'isError' is a string, not true or false/],
+      [{ content: [{ type: 'text', text: 'a' }], isError: 1 }, /'isError' is a number, not true or false/],
+    ] as const) {
+      const r = of(raw);
+      expect(r).toMatchObject({ isError: true, error: { code: 'EXECUTION_FAILED' } });
+      expect(r.content).toMatch(why);
+      expect(r.content).toContain("(MCP server 'files')");
+    }
+    // MCP's schema makes a missing content an empty one, and a missing isError false.
+    expect(of({ structuredContent: { n: 1 } })).toMatchObject({ isError: false, structuredContent: { n: 1 } });
+    expect(of({})).toMatchObject({ isError: false, content: '' });
+  });
+
+  it("keeps a 2024-10-07 server's toolResult: an object as structured content, anything else as its text", () => {
+    expect(of({ toolResult: { x: 1 } })).toMatchObject({ isError: false, content: '{"x":1}', structuredContent: { x: 1 } });
+    expect(of({ toolResult: 'hello legacy' })).toMatchObject({ isError: false, content: 'hello legacy' });
+    expect(of({ toolResult: [1, 'two'] })).toMatchObject({ isError: false, content: '[1,"two"]' });
+    expect(of({ toolResult: null })).toMatchObject({ isError: false, content: 'null' });
+    // A result with content is read as such, whatever else it carries.
+    expect(of({ content: [{ type: 'text', text: 'new' }], toolResult: 'old' })).toMatchObject({ content: 'new' });
+  });
 });

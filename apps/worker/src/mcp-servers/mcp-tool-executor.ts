@@ -143,19 +143,25 @@ function isPlainText(block: unknown): block is { type: 'text'; text: string } {
  * which block, rather than reaching a client that would choke on it. A tool
  * error (`isError`) is a failed call with its content kept.
  */
-export function resultOf(call: Pick<ToolCall, 'id' | 'name'>, raw: CallToolResult, server: string): ToolResult {
+export function resultOf(call: Pick<ToolCall, 'id' | 'name'>, answer: CallToolResult, server: string): ToolResult {
   // Most results are one plain text block: read as it is (it came off the wire as JSON), the hot path skips the checks
   // below, which would find nothing to say of it.
-  const only = Array.isArray(raw.content) && raw.content.length === 1 ? (raw.content[0] as unknown) : undefined;
-  if (raw.structuredContent === undefined && raw.isError !== true && isPlainText(only)) {
+  const only = Array.isArray(answer.content) && answer.content.length === 1 ? (answer.content[0] as unknown) : undefined;
+  if (answer.structuredContent === undefined && (answer.isError === undefined || answer.isError === false) && isPlainText(only)) {
     return { toolCallId: call.id, name: call.name, content: only.text, isError: false };
   }
-  let parts: BlocksResult;
-  try {
-    parts = blocksResult(call.name, Array.isArray(raw.content) ? raw.content : [], raw.structuredContent);
-  } catch (err) {
+  const failed = (err: unknown): ToolResult => {
     const failure = isFleetError(err) ? err : new ExecutionFailedError(call.name, String(err));
     return { toolCallId: call.id, name: call.name, content: `${failure.message} (MCP server '${server}')`, isError: true, error: toWireError(failure) };
+  };
+  const raw = fromLegacy(answer);
+  const wrong = shapeProblem(raw);
+  if (wrong !== undefined) return failed(new ExecutionFailedError(call.name, `the server's answer is not an MCP tool result: ${wrong}`));
+  let parts: BlocksResult;
+  try {
+    parts = blocksResult(call.name, raw.content ?? [], raw.structuredContent);
+  } catch (err) {
+    return failed(err);
   }
   const result: ToolResult = {
     toolCallId: call.id,
@@ -168,4 +174,38 @@ export function resultOf(call: Pick<ToolCall, 'id' | 'name'>, raw: CallToolResul
   if (raw.isError !== true) return result;
   const failure = new ExecutionFailedError(call.name, result.content === '' ? `MCP server '${server}' reported an error` : result.content.slice(0, 2000), { details: { server } });
   return { ...result, error: toWireError(failure) };
+}
+
+/** What kind of JSON value `value` is, for people: `a string`, `an object`, `null`. */
+function kindOf(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  const kind = typeof value;
+  return kind === 'object' ? 'an object' : `a ${kind}`;
+}
+
+/**
+ * What makes `raw` something other than a `CallToolResult`, where the blocks'
+ * own check (blocksResult) would not say it: a `content` that is not an array
+ * was read as no blocks, and an `isError` other than a boolean as a success.
+ * MCP's schema makes a missing `content` an empty one and a missing `isError` false.
+ */
+function shapeProblem(raw: CallToolResult): string | undefined {
+  const { content, isError } = raw as { content?: unknown; isError?: unknown };
+  if (content !== undefined && !Array.isArray(content)) return `its 'content' is ${kindOf(content)}, not an array of content blocks`;
+  if (isError !== undefined && typeof isError !== 'boolean') return `its 'isError' is ${kindOf(isError)}, not true or false`;
+  return undefined;
+}
+
+/**
+ * A 2024-10-07 server's answer (`{ toolResult }`, the revision's result of a
+ * call, which the SDK's client still takes) as a result of today's: an object
+ * becomes structured content (read as its JSON text), anything else the text.
+ * An answer with `content` is today's, whatever else it carries.
+ */
+function fromLegacy(raw: CallToolResult): CallToolResult {
+  if (raw.content !== undefined || !Object.hasOwn(raw, 'toolResult')) return raw;
+  const value = (raw as { toolResult?: unknown }).toolResult;
+  if (typeof value === 'object' && value !== null && !Array.isArray(value)) return { ...raw, content: [], structuredContent: value as Record<string, unknown> };
+  return { ...raw, content: [{ type: 'text', text: typeof value === 'string' ? value : JSON.stringify(value) }] };
 }
