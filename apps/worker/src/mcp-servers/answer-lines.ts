@@ -178,12 +178,19 @@ export function badAnswer(value: unknown, otherwise?: string): JSONRPCMessage | 
 }
 
 function whatIsWrong(m: Record<string, unknown>): string | undefined {
-  const kind = (v: unknown): string => (v === null ? 'null' : Array.isArray(v) ? 'an array' : `a ${typeof v}`);
-  if ('result' in m) return typeof m.result === 'object' && m.result !== null && !Array.isArray(m.result) ? undefined : `its result is ${kind(m.result)}, not an object`;
+  if ('result' in m) return typeof m.result === 'object' && m.result !== null && !Array.isArray(m.result) ? undefined : `its result is ${kindOf(m.result)}, not an object`;
   if (!('error' in m)) return 'it holds neither `result` nor `error`';
   const error = m.error as { code?: unknown; message?: unknown } | null;
   if (typeof error !== 'object' || error === null || !Number.isInteger(error.code) || typeof error.message !== 'string') return 'its error has no integer `code` and string `message`';
   return undefined;
+}
+
+/** What kind of JSON value `value` is, for people: `a string`, `an object`, `null`. */
+export function kindOf(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  const kind = typeof value;
+  return kind === 'object' ? 'an object' : `a ${kind}`;
 }
 
 /** What was wrong with a server's answer, when `err` is the error the worker made up for it ({@link badAnswer}); else undefined. */

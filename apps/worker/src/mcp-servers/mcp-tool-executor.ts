@@ -1,6 +1,7 @@
 import { type BlocksResult, blocksResult, ExecutionFailedError, isFleetError, McpServerLostError, type ToolCall, type ToolContext, type ToolExecutor, type ToolResult, toWireError, UnavailableError } from '@forge-fleet/shared';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
+import { kindOf } from './answer-lines.js';
 import { BIND_CALLER, type CallerBoundExecutor } from '../tools/caller-executor.js';
 import { CALLER_SESSION, type CallerSessionExecutor, type CallerSessionSource } from '../tools/caller-session.js';
 import { RESERVE_SLOT, type ReservedRun, SLOTS_FULL, type SlotReservingExecutor } from '../tools/slot-reserve.js';
@@ -174,14 +175,6 @@ export function resultOf(call: Pick<ToolCall, 'id' | 'name'>, answer: CallToolRe
   if (raw.isError !== true) return result;
   const failure = new ExecutionFailedError(call.name, result.content === '' ? `MCP server '${server}' reported an error` : result.content.slice(0, 2000), { details: { server } });
   return { ...result, error: toWireError(failure) };
-}
-
-/** What kind of JSON value `value` is, for people: `a string`, `an object`, `null`. */
-function kindOf(value: unknown): string {
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'an array';
-  const kind = typeof value;
-  return kind === 'object' ? 'an object' : `a ${kind}`;
 }
 
 /**
