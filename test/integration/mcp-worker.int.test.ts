@@ -218,15 +218,25 @@ describe('forge-worker --mcp', () => {
   }, 90_000);
 
   /** A host worker serving the hostile fixture as `hostile`, and a dispatcher; resolves once the tools are listed. */
-  async function hostileFleet(): Promise<{ url: string; client: FleetClient }> {
+  async function hostileFleet(): Promise<{ url: string; client: FleetClient; worker: { output(): string } }> {
     const file = serversFile({ hostile: { command: process.execPath, args: [HOSTILE], env: {}, tier: 'host' } });
-    await t.fleet.worker({ tier: 'host', tools: false, mcp: file });
+    const worker = await t.fleet.worker({ tier: 'host', tools: false, mcp: file });
     const { url } = await t.fleet.dispatcher({ FORGE_APPROVAL: 'auto' });
     const client = new FleetClient({ url });
     t.client = client;
     await until('hostile.flat in the catalog', async () => (await listed(url)).some((tool) => tool.name === 'hostile.flat'));
-    return { url, client };
+    return { url, client, worker };
   }
+
+  it('ends an instance that closes its stdout and runs on: its call ends MCP_SERVER_LOST, not at its timeout, and a replacement serves', async () => {
+    const { client, worker } = await hostileFleet();
+    // The server's default timeout is 60 s: before, the call waited for it (EXECUTION_TIMEOUT, blaming the tool), and
+    // the client's 30 s wait ran out first.
+    const lost = await client.call('hostile.close_stdout', {}, { timeoutMs: 30_000 });
+    expect(lost).toMatchObject({ isError: true, error: { code: 'MCP_SERVER_LOST', details: { toolName: 'hostile.close_stdout', server: 'hostile' } } });
+    expect(await client.call('hostile.flat', {}, { timeoutMs: 30_000 })).toMatchObject({ isError: false, content: 'flat' });
+    await until('the worker to log why the instance ended', () => worker.output().includes('closed its stdout while it ran'));
+  }, 90_000);
 
   it("fails a call whose answer nests deeper than any hop could write it (RESOURCE_LIMIT), on every entrance, and serves on", async () => {
     const { url, client } = await hostileFleet();
@@ -311,6 +321,7 @@ describe('forge-worker --mcp', () => {
       'hostile.backtrack',
       'hostile.bad_answer',
       'hostile.checks',
+      'hostile.close_stdout',
       'hostile.deep',
       'hostile.deep_block',
       'hostile.flat',

@@ -46,6 +46,8 @@ class SpawnAwareTransport extends StdioClientTransport {
   exited: ProcessEnd | undefined;
   /** The group's reaper, started the moment the server has a pid (see group-reaper.ts). */
   reaper: GroupReaper | undefined;
+  /** Set when the server closed its stdout while it ran on, and was ended for it (see {@link endsWithItsStdout}). */
+  stdoutClosed = false;
   #outbox: Outbox | undefined;
   readonly #reaperShell: string | undefined;
   readonly #modern: boolean;
@@ -82,6 +84,7 @@ class SpawnAwareTransport extends StdioClientTransport {
     if (stdin != null) this.#outbox = new Outbox((text) => stdin.write(text));
     if (child !== undefined) {
       endsWithItsProcess(child);
+      endsWithItsStdout(child, () => (this.stdoutClosed = true));
       child.once('exit', (code, signal) => (this.exited = { code, signal }));
     }
     if (this.#modern) {
@@ -284,7 +287,7 @@ export class McpInstance extends UpstreamInstance {
       // The server's own children are in its group: they go with it; then its reaper, which has nothing left to do.
       killGroup(pid);
       transport.reaper?.stop();
-      instance.markEnded(instance.expected ? '' : instance.stderrTail.trim());
+      instance.markEnded(instance.expected ? '' : instance.stderrTail.trim(), transport.stdoutClosed ? 'closed its stdout while it ran, so it could answer nothing more: the worker ended it' : undefined);
     };
     return instance;
   }
@@ -370,6 +373,27 @@ function killGroup(pgid: number): void {
   } catch {
     // ESRCH: the whole group is gone already.
   }
+}
+
+/**
+ * Makes the end of the server's stdout the end of its process. A server
+ * answers on its stdout; one that closes it and runs on can answer nothing
+ * more, yet the SDK waits for the process to exit as well: its calls hung to
+ * their timeout (ended EXECUTION_TIMEOUT, blaming the tool), and calls sent
+ * meanwhile went to it. A stdout that ends without the process exiting within
+ * {@link EXIT_DRAIN_MS} (an exit closes it too, a moment before its `exit`
+ * event) has its group killed, which ends the instance as any exit does:
+ * `MCP_SERVER_LOST` for its calls, a replacement.
+ */
+function endsWithItsStdout(child: ChildProcess, onClosedAlive: () => void): void {
+  const exited = (): boolean => child.exitCode !== null || child.signalCode !== null;
+  child.stdout?.once('end', () => {
+    setTimeout(() => {
+      if (exited() || child.pid === undefined) return;
+      onClosedAlive();
+      killGroup(child.pid);
+    }, EXIT_DRAIN_MS).unref();
+  });
 }
 
 /** How a process ended, as its `exit` event tells it: a status, or the signal that killed it. */

@@ -41,8 +41,11 @@ export interface McpServerPoolEvents {
   instanceStarted: [{ readonly instance: string; readonly pid: number | undefined }];
   /** A line of a stdio instance's stderr, for the worker's log (bounded and redacted: see stderr-lines.ts). */
   stderr: [{ readonly pid: number | undefined; readonly line: string }];
-  /** An instance is gone; `failed` when it died on its own or stopped answering (then it counts towards a crash loop). */
-  instanceExited: [McpInstanceExit & { readonly failed: boolean }];
+  /**
+   * An instance is gone; `failed` when it died on its own or stopped answering (then it counts towards a crash loop);
+   * `why`, how it ended, for people (`died`, `stopped answering …`, the worker's reason for ending it).
+   */
+  instanceExited: [McpInstanceExit & { readonly failed: boolean; readonly why: string }];
   /** An instance could not be started. */
   startFailed: [{ readonly error: Error }];
   /** Too many failures in a row: the pool stopped for good and every call now fails with UNAVAILABLE. */
@@ -472,11 +475,11 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
     clearTimeout(entry.idleTimer);
     if (entry.caller !== undefined && this.#sessions.get(entry.caller) === entry) this.#sessions.delete(entry.caller);
     const failed = !exit.expected || entry.unresponsive;
-    this.emit('instanceExited', { ...exit, failed });
+    const why = entry.unresponsive ? "stopped answering (no answer to a ping after a call's timeout): the worker ended it" : (exit.cause ?? (exit.pid === undefined ? 'ended' : 'died'));
+    this.emit('instanceExited', { ...exit, failed, why });
     if (failed && this.#state === 'running') {
       // A long, healthy run ends the run of failures: the next restart waits only the initial delay.
       if (Date.now() - entry.startedAt >= this.options.restart.stableAfterMs) this.#failuresInARow = 0;
-      const why = entry.unresponsive ? 'stopped answering' : exit.pid === undefined ? 'ended' : 'died';
       const detail = exit.detail === '' ? '' : exit.pid === undefined ? `: ${exit.detail}` : `; its stderr: ${exit.detail.slice(-1000)}`;
       this.#recordFailure(new UnavailableError(`an instance (${exit.instance}) ${why}${detail}`, { what: `MCP server '${this.options.server}'` }));
     }

@@ -61,6 +61,8 @@ export interface McpInstanceExit {
   readonly expected: boolean;
   /** What is known of why, for people: a process's last stderr, an upstream's failure (never a header value); may be ''. */
   readonly detail: string;
+  /** Why the worker ended an instance that was still running, for people (`closed its stdout …`); undefined when it ended on its own or was closed. */
+  readonly cause?: string;
 }
 
 /** The events of an {@link UpstreamInstance}. */
@@ -310,10 +312,10 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
   }
 
   /** Marks the instance ended, once, and tells the `exit` listeners. */
-  protected markEnded(detail: string): void {
+  protected markEnded(detail: string, cause?: string): void {
     if (this.#ended) return;
     this.#ended = true;
-    this.emit('exit', { instance: this.id, pid: this.pid, expected: this.expected, detail });
+    this.emit('exit', { instance: this.id, pid: this.pid, expected: this.expected, detail, ...(cause === undefined ? {} : { cause }) });
   }
 
   /**

@@ -205,7 +205,7 @@ export class WorkerServers extends EventEmitter<WorkerServersEvents> {
     // What a server writes to stderr is for its operator: logged here, never shown to callers.
     pool.on('stderr', ({ pid, line }) => log.info({ server: config.name, instance: pid === undefined ? undefined : `pid ${pid}`, stderr: line }, 'MCP server stderr'));
     pool.on('instanceExited', (exit) => {
-      if (exit.failed) log.warn({ server: config.name, instance: exit.instance, detail: exit.detail }, 'MCP server instance died');
+      if (exit.failed) log.warn({ server: config.name, instance: exit.instance, why: exit.why, detail: exit.detail }, 'MCP server instance died');
     });
     pool.on('startFailed', ({ error }) => this.#failed(served, error));
     pool.on('stopped', ({ error }) => {
