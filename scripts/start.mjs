@@ -372,7 +372,7 @@ const SERVERS_SETTLE_MS = 60_000;
 
 /**
  * What a worker's log lines say of its MCP servers before its `/readyz` answers (the worker serves that port only
- * once it takes calls, after its servers' first start): its metrics port, and the servers that came up or could not.
+ * once it takes calls, at most 3 s after its servers' first start began): its metrics port, and the servers that came up or could not.
  * The messages are the worker's (apps/worker: main.ts, mcp-servers/worker-servers.ts); at a LOG_LEVEL above `info`
  * only failures are seen, and the catalog still tells the servers that came up.
  */

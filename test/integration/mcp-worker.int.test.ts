@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -36,6 +36,28 @@ async function startListening(args: string[], stderr: 'inherit' | 'ignore'): Pro
 }
 
 /** The HTTP upstream fixture (official SDK, Streamable HTTP, asks for `Authorization: Bearer <token>`), on a free port. */
+/** The pid of a process of this user whose command line contains `text`, or undefined. */
+function pidOf(text: string): number | undefined {
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0').join(' ').includes(text)) return Number(entry);
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return undefined;
+}
+
+/** Whether `pid` is a live process (a zombie is not). */
+function isAlive(pid: number): boolean {
+  try {
+    return !/^\S+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
+}
+
 const startUpstream = (token: string, onPort = 0) => startListening([UPSTREAM, token, String(onPort)], 'inherit');
 
 /** A v2-SDK server over Streamable HTTP that speaks only MCP 2026-07-28 (`legacy: 'reject'`), on a free port. */
@@ -106,6 +128,30 @@ describe('forge-worker --mcp', () => {
     const told = await t.fleet.worker({ tier: 'host', tools: false, mcp: file, concurrency: 32 });
     expect(told.output()).toMatch(/"concurrency":32\b/);
   });
+
+  it("serves a server's tools while another still waits for its first start, names that one 'starting' in /readyz, and stops without waiting it out", async () => {
+    const port = await freePort();
+    // `hung` never answers initialize, and its start-up timeout is ten minutes: before, the worker waited that long
+    // before it served any server, answered no probe meanwhile, and a SIGTERM waited for that start too.
+    const file = serversFile({ hostile: { command: process.execPath, args: [HOSTILE], env: {}, tier: 'host' }, hung: { command: process.execPath, args: ['-e', 'setInterval(() => {}, 1000)'], env: {}, tier: 'host', startupTimeoutMs: 600_000 } });
+    const worker = await t.fleet.worker({ tier: 'host', tools: false, mcp: file, readyLine: 'worker pool ready', env: { FORGE_METRICS_PORT: String(port), FORGE_METRICS_HOST: '127.0.0.1' } });
+    const { url } = await t.fleet.dispatcher({ FORGE_APPROVAL: 'auto' });
+    t.client = new FleetClient({ url });
+    await until('hostile.flat in the catalog', async () => (await listed(url)).some((tool) => tool.name === 'hostile.flat'));
+    expect(await t.client.call('hostile.flat', {}, { timeoutMs: 30_000 })).toMatchObject({ isError: false, content: 'flat' });
+    expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
+    const ready = await fetch(`http://127.0.0.1:${port}/readyz`);
+    // Not ready while a server is on its first start; each server named with its state.
+    expect(ready.status).toBe(503);
+    const body = (await ready.json()) as { ok: boolean; servers: { name: string; state: string }[] };
+    expect(body).toMatchObject({ ok: false });
+    expect(body.servers.find((s) => s.name === 'hostile')).toMatchObject({ state: 'up' });
+    expect(body.servers.find((s) => s.name === 'hung')).toMatchObject({ state: 'starting' });
+    const hungPid = await until('the hung server to run', () => pidOf('setInterval(() => {}, 1000)'));
+    // Well within the test's time, and the ten-minute start-up timeout: the start still waiting is given up.
+    expect(await worker.stop('SIGTERM')).toBe(0);
+    await until('the hung server to be gone', () => !isAlive(hungPid));
+  }, 90_000);
 
   it('leaves out the tools of a server that cannot start, serves the others, and /readyz names the one that is down', async () => {
     const port = await freePort();

@@ -150,12 +150,18 @@ runMain('forge-worker', async () => {
   let server: MetricsServer | undefined;
   try {
     await serving.start(served());
-    servers?.on('toolsChanged', () => {
-      serving.retool(served()).catch((err: unknown) => log.error({ err }, 'could not serve the MCP servers\' new tools; the previous set is served'));
-    });
+    const retool = (): Promise<void> => serving.retool(served()).catch((err: unknown) => log.error({ err }, 'could not serve the MCP servers\' new tools; the previous set is served'));
+    servers?.on('toolsChanged', () => void retool());
+    // Said once the last server's first start is over and what it gave is served (its tools announced): from this
+    // line on, every server is up or known down, and a tool of one that is up is found by any dispatcher.
+    void servers
+      ?.whenSettled()
+      .then(retool)
+      .then(() => log.info({ servers: servers.status().map((st) => ({ name: st.name, state: st.state, tools: st.tools })) }, 'MCP servers settled'));
     if (env.FORGE_METRICS_PORT !== 'off') {
-      // Ready while it takes calls; a server that is down leaves the worker ready for its other tools, and is named.
-      const ready = () => (servers === undefined ? serving.ready : { ok: serving.ready, servers: servers.status() });
+      // Ready while it takes calls, once each server's first start is over; a server that is down leaves the worker
+      // ready for its other tools, and is named. One still on its first start is named too (`starting`), not ready yet.
+      const ready = () => (servers === undefined ? serving.ready : { ok: serving.ready && servers.settled, servers: servers.status() });
       server = await serveMetrics({ port: env.FORGE_METRICS_PORT, host: env.FORGE_METRICS_HOST, metrics, ready });
       log.info({ port: server.port }, 'metrics and probes listening (/metrics, /healthz, /readyz)');
     }

@@ -56,6 +56,8 @@ const probe = (o: { min: number; max: number; callsPerInstance?: number }, ...fl
 async function serve(config: McpServerConfig): Promise<{ servers: WorkerServers; changes: () => number }> {
   const servers = track(new WorkerServers({ servers: [config], tier: 'host', pool: undefined, launchTools, sandbox: false, log: pino({ level: 'silent' }) }));
   await servers.start();
+  // start() waits for the first start only so long (STARTUP_HEAD_START_MS); these tests read the server's first listing.
+  await servers.whenSettled();
   let changes = 0;
   servers.on('toolsChanged', () => (changes += 1));
   return { servers, changes: () => changes };

@@ -653,6 +653,67 @@ describe('sessions, idle reaping and start failures (QA3)', () => {
     expect((await failureOf(McpInstance.start({ server: 'broken', launch: killed, tools }))).message).toContain('its process was killed by signal SIGTERM before answering initialize');
   });
 
+  it("says what went wrong with a server's handshake or listing as such, in one line, without a tool caller's advice", async () => {
+    // A raw JSON-RPC server whose MODE decides what it does wrong.
+    const script = `
+      const mode = process.env.MODE;
+      require('node:readline').createInterface({ input: process.stdin }).on('line', (line) => {
+        const m = JSON.parse(line);
+        if (m.id === undefined) return;
+        const send = (o) => process.stdout.write(JSON.stringify({ jsonrpc: '2.0', id: m.id, ...o }) + '\\n');
+        if (m.method === 'initialize') return send({ result: { protocolVersion: m.params.protocolVersion, serverInfo: { name: 'odd', version: '1' }, ...(mode === 'nocaps' ? {} : { capabilities: { tools: {} } }) } });
+        if (m.method === 'ping') return send({ result: {} });
+        if (m.method === 'tools/list' && mode === 'badlist') return send({ result: { tools: 'x' } });
+        if (m.method === 'tools/list' && mode === 'exit') process.exit(0);
+        if (m.method === 'tools/list' && mode === 'error') return send({ error: { code: -32603, message: 'the index is rebuilding' } });
+        // silent: tools/list is never answered.
+      });`;
+    const launch = (mode: string) => ({ command: process.execPath, args: ['-e', script], env: { MODE: mode }, startupTimeoutMs: 10_000 });
+    const handshake = await failureOf(McpInstance.start({ server: 'odd', launch: launch('nocaps'), tools }));
+    expect(handshake.message).toContain('its answer to initialize is not one MCP allows: ');
+    expect(handshake.message).toContain('at capabilities');
+    for (const [mode, said] of [
+      ['badlist', /^tool 'tools\/list' failed: MCP server 'odd' cannot be listed: a page of its tools\/list is not one: .* at tools$/],
+      ['silent', /MCP server 'odd' cannot be listed: its tools\/list did not arrive within 1500 ms, the bound on one whole listing$/],
+      ['exit', /MCP server 'odd' cannot be listed: its instance \(pid \d+\) ended while it listed its tools$/],
+      ['error', /MCP server 'odd' cannot be listed: it answered tools\/list with an error: .*the index is rebuilding/],
+    ] as const) {
+      const pool = track(new McpServerPool({ server: 'odd', launch: launch(mode), instances: { min: 1, max: 1 }, callTimeoutMs: 1500 }, tools));
+      await pool.start();
+      const failure = await failureOf(pool.listTools());
+      expect(failure.message).toMatch(said);
+      // No schema dump over many lines, and no advice meant for a tool's caller.
+      expect(failure.message).not.toMatch(/\n|timeoutMs|honour|took effect|refused the call/);
+    }
+  });
+
+  it('reads an answer behind a byte-order mark, and reports the lines of its stdout it cannot take, redacted and bounded, reading on', async () => {
+    const secret = 'sk-stdout-secret-9';
+    const script = `
+      require('node:readline').createInterface({ input: process.stdin }).on('line', (line) => {
+        const m = JSON.parse(line);
+        if (m.id === undefined) return;
+        const answer = (o) => JSON.stringify({ jsonrpc: '2.0', id: m.id, ...o }) + '\\n';
+        if (m.method === 'initialize') return process.stdout.write(answer({ result: { protocolVersion: m.params.protocolVersion, serverInfo: { name: 'odd', version: '1' }, capabilities: { tools: {} } } }));
+        if (m.method === 'tools/list') return process.stdout.write(answer({ result: { tools: [{ name: 'say', inputSchema: { type: 'object' } }] } }));
+        if (m.method !== 'tools/call') return process.stdout.write(answer({ result: {} }));
+        if (m.params.arguments.mode === 'bom') return process.stdout.write('\\uFEFF' + answer({ result: { content: [{ type: 'text', text: 'behind a BOM' }] } }));
+        for (let i = 0; i < 30; i++) process.stdout.write('debug: token ' + process.env.TOKEN + ' line ' + i + '\\n');
+        process.stdout.write(answer({ result: { content: [{ type: 'text', text: 'after the noise' }] } }));
+      });`;
+    const pool = track(new McpServerPool({ server: 'noisy', launch: { command: process.execPath, args: ['-e', script], env: { TOKEN: secret }, secrets: [secret] }, instances: { min: 1, max: 1 } }, tools));
+    const told: string[] = [];
+    pool.on('unreadable', ({ text }) => told.push(text));
+    await pool.start();
+    expect(textOf(await pool.call({ tool: 'say', arguments: { mode: 'bom' } }))).toBe('behind a BOM');
+    expect(told).toEqual([]);
+    expect(textOf(await pool.call({ tool: 'say', arguments: { mode: 'noise' } }))).toBe('after the noise');
+    // Ten lines a window are told, the rest counted when the next is told.
+    await vi.waitFor(() => expect(told).toHaveLength(10), WAIT);
+    expect(told.every((t) => /JSON/.test(t))).toBe(true);
+    expect(told.join('\n')).not.toContain(secret);
+  });
+
   it("shows a server that ends at start in /readyz and the log by how it ended, without a caller's advice, and logs its first failure once", async () => {
     const lines: { msg: string; server?: string; err?: string }[] = [];
     const log = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as { msg: string }) });

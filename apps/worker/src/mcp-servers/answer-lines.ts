@@ -122,7 +122,8 @@ export class AnswerLines {
       return;
     }
     if (this.#size === 0) return;
-    const line = (this.#parts.length === 1 ? (this.#parts[0] as Buffer) : Buffer.concat(this.#parts, this.#size)).toString('utf8').replace(/\r$/, '');
+    // A byte-order mark some writers put first (Windows tools, PowerShell) is no part of the message.
+    const line = (this.#parts.length === 1 ? (this.#parts[0] as Buffer) : Buffer.concat(this.#parts, this.#size)).toString('utf8').replace(/\r$/, '').replace(/^\uFEFF/, '');
     this.#parts = [];
     this.#size = 0;
     this.#ready.push(line);

@@ -78,7 +78,7 @@ export class HttpMcpInstance extends UpstreamInstance {
     const modern = MODERN_ONLY.has(launch);
     const instance = new HttpMcpInstance(server, launch, options, modern);
     try {
-      await instance.client.connect(instance.#transport, { timeout: launch.startupTimeoutMs });
+      await instance.client.connect(instance.#transport, { timeout: launch.startupTimeoutMs, ...(options.startSignal === undefined ? {} : { signal: options.startSignal }) });
     } catch (err) {
       instance.expected = true;
       await instance.client.close().catch(() => undefined);

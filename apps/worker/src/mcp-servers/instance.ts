@@ -8,11 +8,12 @@ import { AnswerLines } from './answer-lines.js';
 import { MODERN_ONLY, MODERN_REVISION, ModernEraBridge } from './modern-era.js';
 import { GroupReaper } from './group-reaper.js';
 import { descendantsOf, descriptorsOf, holdersOf, killEach, type ProcessEntry } from './process-tree.js';
+import { redactSecrets } from './secret-value.js';
 import { StderrLines } from './stderr-lines.js';
 import { StderrTail } from './stderr-tail.js';
 import { type LaunchTools, stdioLaunch } from './launch-command.js';
 import type { McpStdioLaunch } from './pool-options.js';
-import { answeredRevision, isMcpError, refusedRevisions, revisionRefusal, UpstreamInstance, type UpstreamHooks } from './upstream-instance.js';
+import { answeredRevision, isMcpError, refusedRevisions, revisionRefusal, schemaIssue, UpstreamInstance, type UpstreamHooks } from './upstream-instance.js';
 
 export type { McpCallOptions, McpInstanceEvents, McpInstanceExit } from './upstream-instance.js';
 
@@ -27,6 +28,38 @@ const STDERR_MESSAGE_CHARS = 1000;
 
 /** The last bytes of a server's stderr kept for messages: enough for a stack trace's head, bounded however much it writes. */
 const STDERR_TAIL_CHARS = 4096;
+/** Unreadable stdout lines of a server logged per window at most (see {@link WindowCount}). */
+const UNREADABLE_PER_WINDOW = 10;
+
+/**
+ * At most `max` events a window are told; the others are counted. {@link take} answers `'drop'` for an event not
+ * to tell, else how many were dropped since the last one told (to tell first, as a count).
+ */
+class WindowCount {
+  #start = Number.NEGATIVE_INFINITY;
+  #told = 0;
+  #dropped = 0;
+  constructor(
+    private readonly max: number,
+    private readonly windowMs: number,
+  ) {}
+
+  take(now = Date.now()): number | 'drop' {
+    if (now - this.#start >= this.windowMs) {
+      this.#start = now;
+      this.#told = 0;
+    }
+    if (this.#told >= this.max) {
+      this.#dropped += 1;
+      return 'drop';
+    }
+    this.#told += 1;
+    const dropped = this.#dropped;
+    this.#dropped = 0;
+    return dropped;
+  }
+}
+
 /** Lines of a server's stderr logged per window at most; a server printing more is told as a count. */
 const STDERR_LINES_PER_WINDOW = 100;
 const STDERR_WINDOW_MS = 10_000;
@@ -244,6 +277,18 @@ export class McpInstance extends UpstreamInstance {
             (line) => onStderr(line, transport.spawnedPid),
             (left) => onStderr(`(${left} more lines of its stderr were not logged: at most ${STDERR_LINES_PER_WINDOW} every ${STDERR_WINDOW_MS / 1000} s are)`, transport.spawnedPid),
           );
+    // What the SDK's reader could not take (a line that is not JSON, or not JSON-RPC) is dropped there and reported
+    // here, for the operator: a call whose answer was such a line then ends at its timeout, and the log says why.
+    const onUnreadable = options.onUnreadable;
+    if (onUnreadable !== undefined) {
+      const told = new WindowCount(UNREADABLE_PER_WINDOW, STDERR_WINDOW_MS);
+      instance.client.onerror = (error) => {
+        const left = told.take();
+        if (left === 'drop') return;
+        if (left > 0) onUnreadable(`(${left} more such lines were not logged: at most ${UNREADABLE_PER_WINDOW} every ${STDERR_WINDOW_MS / 1000} s are)`, transport.spawnedPid);
+        onUnreadable(redactSecrets(error.message, instance.secrets).slice(0, 300), transport.spawnedPid);
+      };
+    }
     const stderrTail = new StderrTail(instance.secrets, STDERR_TAIL_CHARS);
     instance.#stderrTail = stderrTail;
     transport.stderr?.on('data', (chunk: Buffer) => {
@@ -253,7 +298,7 @@ export class McpInstance extends UpstreamInstance {
     transport.stderr?.on('end', () => lines?.end());
     try {
       // Once it answered (or failed to), bubblewrap has made its mounts: the pinned paths are no longer needed.
-      await instance.client.connect(transport, { timeout: launch.startupTimeoutMs }).finally(() => pinned?.close());
+      await instance.client.connect(transport, { timeout: launch.startupTimeoutMs, ...(options.startSignal === undefined ? {} : { signal: options.startSignal }) }).finally(() => pinned?.close());
     } catch (err) {
       // How it ended on its own, read before it is killed below: that end is ours, not the server's.
       const ended = transport.exited;
@@ -274,7 +319,7 @@ export class McpInstance extends UpstreamInstance {
         ? `it did not answer initialize within ${launch.startupTimeoutMs} ms`
         : revisions !== undefined
           ? revisionRefusal(revisions)
-          : (answeredRevision(err) ?? (ended === undefined ? `it failed to start: ${errorText(err)}` : `its process ${endText(ended)} before answering initialize`));
+          : (answeredRevision(err) ?? (ended === undefined ? startFailure(err) : `its process ${endText(ended)} before answering initialize`));
       const tail = lastLines(instance.stderrTail.trim(), STDERR_MESSAGE_CHARS);
       throw new UnavailableError(`${reason}${tail === '' ? '' : `; its stderr: ${tail}`}`, { what: `MCP server '${server}' (${launch.command})`, cause: err });
     }
@@ -417,6 +462,12 @@ function lastLines(text: string, max: number): string {
 
 function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
+}
+
+/** Why a start failed whose process still ran: an answer to `initialize` MCP does not allow is said as such, not as a schema dump. */
+function startFailure(err: unknown): string {
+  const issue = schemaIssue(err);
+  return issue === undefined ? `it failed to start: ${errorText(err)}` : `its answer to initialize is not one MCP allows: ${issue}`;
 }
 
 /** Resolves when `stream` has ended (or was never there), or after `ms`. */

@@ -41,6 +41,8 @@ export interface McpServerPoolEvents {
   instanceStarted: [{ readonly instance: string; readonly pid: number | undefined }];
   /** A line of a stdio instance's stderr, for the worker's log (bounded and redacted: see stderr-lines.ts). */
   stderr: [{ readonly pid: number | undefined; readonly line: string }];
+  /** What a stdio instance wrote on its stdout that is no JSON-RPC message, dropped (bounded and redacted: see instance.ts). */
+  unreadable: [{ readonly pid: number | undefined; readonly text: string }];
   /**
    * An instance is gone; `failed` when it died on its own or stopped answering (then it counts towards a crash loop);
    * `why`, how it ended, for people (`died`, `stopped answering …`, the worker's reason for ending it).
@@ -127,6 +129,8 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
   readonly #entries = new Set<Entry>();
   readonly #sessions = new Map<string, Entry>();
   readonly #starting = new Set<Promise<Error | undefined>>();
+  /** Aborted by close: starts still waiting for `initialize` give up (a shutdown does not wait out a hung server's start-up timeout). */
+  readonly #closing = new AbortController();
   #waiters: Waiter[] = [];
   #failureTimes: number[] = [];
   #failuresInARow = 0;
@@ -291,7 +295,9 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
     clearTimeout(this.#restartTimer);
     clearTimeout(this.#toolsChangedTimer);
     this.#rejectWaiters(new UnavailableError('the pool was closed', { what: `MCP server '${this.options.server}'` }));
-    // A launch that ends now sees the pool closed and closes its instance itself.
+    // A launch that ends now sees the pool closed and closes its instance itself; one still waiting for its
+    // server's `initialize` answer is given up, its process killed.
+    this.#closing.abort(new UnavailableError('the pool was closed', { what: `MCP server '${this.options.server}'` }));
     await Promise.all([...this.#starting]);
     await Promise.all([...this.#entries].map((e) => this.#retire(e)));
   }
@@ -427,9 +433,10 @@ export class McpServerPool extends EventEmitter<McpServerPoolEvents> {
   #launch(): Promise<Error | undefined> {
     const { server, launch } = this.options;
     const onToolsChanged = (): void => this.#toolsChanged();
+    const startSignal = this.#closing.signal;
     const starting: Promise<UpstreamInstance> = isHttpLaunch(launch)
-      ? HttpMcpInstance.start({ server, launch, onToolsChanged })
-      : McpInstance.start({ server, launch, tools: this.#launchTools, onToolsChanged, onStderr: (line, pid) => this.emit('stderr', { pid, line }) });
+      ? HttpMcpInstance.start({ server, launch, onToolsChanged, startSignal })
+      : McpInstance.start({ server, launch, tools: this.#launchTools, onToolsChanged, onStderr: (line, pid) => this.emit('stderr', { pid, line }), onUnreadable: (text, pid) => this.emit('unreadable', { pid, text }), startSignal });
     const started = starting.then(
       async (instance) => {
         this.#starting.delete(started);

@@ -77,6 +77,13 @@ export interface UpstreamHooks {
   readonly onToolsChanged?: () => void;
   /** A line the server wrote to its stderr (a stdio server's; bounded and redacted, see stderr-lines.ts), with its process id. */
   readonly onStderr?: (line: string, pid: number | undefined) => void;
+  /** Aborted when the pool closes: a start still waiting for `initialize` gives up at once (its process is killed). */
+  readonly startSignal?: AbortSignal;
+  /**
+   * What a stdio server wrote on its stdout that is no JSON-RPC message, dropped (a message for its operator: the
+   * line's fault, cut short, secrets redacted; at most a few every 10 s, the rest counted).
+   */
+  readonly onUnreadable?: (text: string, pid: number | undefined) => void;
 }
 
 /** What one {@link UpstreamInstance.callTool} may add to the tool's name and arguments. */
@@ -192,14 +199,29 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
       }
       // A page whose result is no page of tools (no `tools` array, a cursor that is not a string): the SDK's check of
       // the result schema given to `request`, said as the listing's fault rather than as a malformed message.
-      if (err instanceof Error && err.name === 'ZodError') throw this.#badListing(`a page of its tools/list is not one: ${notJsonRpc(err)?.replace(/^it is not a JSON-RPC message: /, '') ?? 'refused by the MCP schema'}`);
-      throw this.#failure('tools/list', err, { timeoutMs: options.timeoutMs });
+      const issue = schemaIssue(err);
+      if (issue !== undefined) throw this.#badListing(`a page of its tools/list is not one: ${issue}`);
+      throw this.#listingFailure(err, options.timeoutMs);
     }
     return { tools, refused };
   }
 
+  /**
+   * A listing that failed, said as the listing's failure for an operator (the worker's log, `/readyz`), not as a
+   * tool call's: no "raise the tool's timeoutMs" (the bound on a listing is the fleet's), no "whether it took effect".
+   */
+  #listingFailure(err: unknown, timeoutMs: number): Error {
+    if (isFleetError(err)) return err;
+    if (isMcpError(err, McpErrorCode.RequestTimeout)) return this.#badListing(`its tools/list did not arrive within ${timeoutMs} ms, the bound on one whole listing`);
+    if (this.#ended || (err instanceof Error && err.message === 'Not connected') || this.connectionFailed(err)) return this.#badListing(`its instance (${this.id}) ended while it listed its tools`);
+    const wrong = notAnAnswer(err) ?? notJsonRpc(err);
+    if (wrong !== undefined) return this.#badListing(`it answered tools/list with neither a result nor an error (${wrong})`);
+    return this.#badListing(`it answered tools/list with an error: ${this.describe(err)}`);
+  }
+
+  /** What a first listing that fails leaves out is every tool; a later one leaves the tools it listed last served (see worker-servers.ts). */
   #badListing(why: string): ExecutionFailedError {
-    return new ExecutionFailedError('tools/list', `MCP server '${this.server}' cannot be listed: ${why}; the fleet serves none of its tools until its listing ends`, { details: { server: this.server } });
+    return new ExecutionFailedError('tools/list', `MCP server '${this.server}' cannot be listed: ${why}`, { details: { server: this.server } });
   }
 
   /**
@@ -374,10 +396,20 @@ export function checkedTool(entry: unknown): { tool: Tool } | { skipped: Skipped
  * JSON body) is not a JSON-RPC message; else undefined. Only its first issue is told, and no value of the answer.
  */
 function notJsonRpc(err: unknown): string | undefined {
-  if (!(err instanceof Error) || err.name !== 'ZodError') return undefined;
-  const issue = (err as Error & { issues?: { path?: PropertyKey[]; message?: string }[] }).issues?.[0];
-  const at = issue?.path === undefined || issue.path.length === 0 ? '' : ` at ${issue.path.map(String).join('.')}`;
-  return `it is not a JSON-RPC message: ${String(issue?.message ?? 'refused by the MCP schema').slice(0, 200)}${at}`;
+  const issue = schemaIssue(err);
+  return issue === undefined ? undefined : `it is not a JSON-RPC message: ${issue}`;
+}
+
+/**
+ * The first issue of a failed schema check (zod's error, whichever class the SDK's zod gives it: its name differs
+ * between zod's builds), as `what is wrong at path`, no value of the checked message in it; else undefined.
+ */
+export function schemaIssue(err: unknown): string | undefined {
+  const issues = typeof err === 'object' && err !== null ? (err as { issues?: unknown }).issues : undefined;
+  if (!(err instanceof Error) || !Array.isArray(issues) || issues.length === 0) return undefined;
+  const issue = issues[0] as { path?: PropertyKey[]; message?: string };
+  const at = issue.path === undefined || issue.path.length === 0 ? '' : ` at ${issue.path.map(String).join('.')}`;
+  return `${String(issue.message ?? 'refused by the MCP schema').slice(0, 200)}${at}`;
 }
 
 /**

@@ -49,6 +49,16 @@ export const IMPORT_REST_FACTOR = 4;
 /** The longest a server's next listing waits after a slow import (see {@link IMPORT_REST_FACTOR}). */
 export const IMPORT_REST_MAX_MS = 60_000;
 
+/**
+ * How long a worker's start waits for its servers' first start before it
+ * serves the tools of those that are up: most servers start well within it,
+ * so the first announcement usually holds them all, and a server that hangs
+ * (no answer to `initialize` until its `startupTimeoutMs`) holds up the
+ * others' tools for this long, not for its whole timeout. A server still
+ * starting then joins the catalog when it comes up (or is `down`, saying why).
+ */
+export const STARTUP_HEAD_START_MS = 3000;
+
 interface Served {
   readonly config: McpServerConfig;
   pool: McpServerPool;
@@ -60,6 +70,8 @@ interface Served {
   /** A listing under way: a second change waits for it, then lists once more. */
   importing: Promise<void> | undefined;
   again: boolean;
+  /** Its first start is over: it came up, or is known down or stopped (a later `starting`, after a crash loop, is not a first start). */
+  settled: boolean;
 }
 
 /** How a worker runs its MCP servers. */
@@ -74,7 +86,7 @@ export interface WorkerServersOptions {
   readonly reviveAfterMs?: number | undefined;
   /** The bound on one message of a server (see messageBoundFor). @defaultValue MAX_MESSAGE_BYTES */
   readonly maxMessageBytes?: number;
-  /** How long start waits for every server's first instance before the worker goes on without the slow ones. */
+  /** How long start waits for every server's first start before the worker goes on without the slow ones. @defaultValue {@link STARTUP_HEAD_START_MS} */
   readonly startupWaitMs?: number;
   readonly log: Logger;
 }
@@ -99,13 +111,15 @@ export class WorkerServers extends EventEmitter<WorkerServersEvents> {
   readonly #o: WorkerServersOptions;
   readonly #served: Served[] = [];
   #closed = false;
+  #onSettled: (() => void) | undefined;
+  readonly #settledAll = new Promise<void>((resolve) => (this.#onSettled = resolve));
 
   constructor(options: WorkerServersOptions) {
     super();
     this.#o = options;
     for (const config of options.servers) {
       if (!runsOn(config, options.tier, options.pool)) continue;
-      const served: Served = { config, pool: this.#newPool(config), reviveTimer: undefined, state: 'starting', tools: [], skipped: [], error: undefined, importing: undefined, again: false };
+      const served: Served = { config, pool: this.#newPool(config), reviveTimer: undefined, state: 'starting', tools: [], skipped: [], error: undefined, importing: undefined, again: false, settled: false };
       this.#served.push(served);
       this.#watch(served);
     }
@@ -117,24 +131,34 @@ export class WorkerServers extends EventEmitter<WorkerServersEvents> {
   }
 
   /**
-   * Starts every server's `min` instances and imports their tools, waiting at
-   * most `startupWaitMs` (default: the longest start-up timeout of them); a
-   * server still starting then, or failing, is left to come up on its own.
+   * Starts every server's `min` instances and imports their tools, waiting
+   * until each server's first start is over or at most `startupWaitMs`; a
+   * server still starting then is left to come up on its own (its tools join
+   * when it does: {@link WorkerServersEvents.toolsChanged}).
    */
   async start(): Promise<void> {
-    const wait = this.#o.startupWaitMs ?? Math.max(0, ...this.#served.map((s) => s.config.startupTimeoutMs)) + 1000;
-    const starts = this.#served.map(async (served) => {
-      try {
-        await served.pool.start();
-      } catch {
-        // Told already: the pool's startFailed (see #watch). Said here too, it was logged twice.
-        return;
-      }
-      await this.#import(served);
-    });
+    const wait = this.#o.startupWaitMs ?? STARTUP_HEAD_START_MS;
+    for (const served of this.#served) {
+      served.pool.start().then(
+        () => this.#import(served),
+        // Told already: the pool's startFailed (see #watch), which settles it.
+        () => undefined,
+      );
+    }
+    this.#checkSettled();
     let timer: NodeJS.Timeout | undefined;
-    await Promise.race([Promise.all(starts), new Promise<void>((resolve) => (timer = setTimeout(resolve, wait)))]);
+    await Promise.race([this.#settledAll, new Promise<void>((resolve) => (timer = setTimeout(resolve, wait)))]);
     clearTimeout(timer);
+  }
+
+  /** Whether every server's first start is over: each came up, or is known down or stopped. */
+  get settled(): boolean {
+    return this.#served.every((s) => s.settled);
+  }
+
+  /** Resolves once every server's first start is over (see {@link settled}); never, for a worker closed before. */
+  whenSettled(): Promise<void> {
+    return this.#settledAll;
   }
 
   /** Every tool the servers give this worker now. */
@@ -204,6 +228,7 @@ export class WorkerServers extends EventEmitter<WorkerServersEvents> {
     });
     // What a server writes to stderr is for its operator: logged here, never shown to callers.
     pool.on('stderr', ({ pid, line }) => log.info({ server: config.name, instance: pid === undefined ? undefined : `pid ${pid}`, stderr: line }, 'MCP server stderr'));
+    pool.on('unreadable', ({ pid, text }) => log.warn({ server: config.name, instance: pid === undefined ? undefined : `pid ${pid}`, err: text }, 'MCP server stdio error: what it wrote could not be taken, and was dropped'));
     pool.on('instanceExited', (exit) => {
       if (exit.failed) log.warn({ server: config.name, instance: exit.instance, why: exit.why, detail: exit.detail }, 'MCP server instance died');
     });
@@ -214,6 +239,7 @@ export class WorkerServers extends EventEmitter<WorkerServersEvents> {
       served.state = 'stopped';
       served.error = text;
       this.#setTools(served, []);
+      this.#settle(served);
       this.#revive(served);
     });
     // notifications/tools/list_changed from any instance, or an instance that came up after the tools were listed
@@ -226,7 +252,21 @@ export class WorkerServers extends EventEmitter<WorkerServersEvents> {
     const message = failureText(served.config, err);
     served.error = message;
     if (served.state === 'starting') served.state = 'down';
-    this.#o.log.warn({ server: served.config.name, err: message }, 'MCP server could not be started; its tools are left out until it can');
+    // A listing again that fails (after a list change, a new instance) leaves the tools it listed last served.
+    if (served.state === 'up') this.#o.log.warn({ server: served.config.name, err: message }, 'MCP server could not be listed again; the tools it listed last are served');
+    else this.#o.log.warn({ server: served.config.name, err: message }, 'MCP server could not be started; its tools are left out until it can');
+    this.#settle(served);
+  }
+
+  /** Marks a server's first start over; once every server's is, {@link whenSettled} resolves. */
+  #settle(served: Served): void {
+    if (served.settled) return;
+    served.settled = true;
+    this.#checkSettled();
+  }
+
+  #checkSettled(): void {
+    if (this.settled) this.#onSettled?.();
   }
 
   /** Lists the server's tools and serves what the list gives; one listing at a time, the last change always listed. */
@@ -256,6 +296,7 @@ export class WorkerServers extends EventEmitter<WorkerServersEvents> {
           served.state = nothing === undefined ? 'up' : 'down';
           served.error = nothing;
           this.#setTools(served, imported.tools);
+          this.#settle(served);
         } catch (err) {
           this.#failed(served, err);
         }
@@ -277,6 +318,8 @@ export class WorkerServers extends EventEmitter<WorkerServersEvents> {
  * and its reason. Any other failure, as its message.
  */
 function failureText(config: McpServerConfig, err: unknown): string {
+  // A listing that failed says so in its reason ("MCP server 'x' cannot be listed: …"), not as a tool named 'tools/list'.
+  if (isFleetError(err) && err.details.toolName === 'tools/list' && typeof err.details.reason === 'string') return err.details.reason;
   if (!isFleetError(err) || err.code !== ErrorCode.UNAVAILABLE || typeof err.details.reason !== 'string') return err instanceof Error ? err.message : String(err);
   return `MCP server '${config.name}' (${whereOf(config.transport)}): ${err.details.reason}`;
 }
