@@ -437,12 +437,14 @@ async function settleMcpServers(files, listTools) {
         const runs = f.workers.filter((_, i) => reports[i] !== undefined);
         if (runs.length > 0) s.logs = runs.map((w) => w.logFile);
         Object.assign(s, { error: undefined }, stateOf(s, tools.some((t) => t.name.startsWith(`${s.prefix}.`)), reports));
+        // Its instance is up (the worker said so), its tools on their way to the catalog: not one to wait for.
+        s.launched = reports.some((r) => r?.state === 'started' || r?.state === 'up');
       }
     }
     const starting = servers.filter((s) => s.state === 'starting');
     if (starting.length === 0 || Date.now() - began > SERVERS_SETTLE_MS) return servers;
     if (Date.now() - began >= WAITING_NOTICE_MS) {
-      for (const s of starting.filter((x) => !noticed.has(x))) {
+      for (const s of starting.filter((x) => !noticed.has(x) && x.launched !== true)) {
         noticed.add(s);
         say(`Forge Fleet: waiting for MCP server '${s.name}' of ${s.file.label} to start (log: ${s.logs.map(display).join(', ')})`);
       }

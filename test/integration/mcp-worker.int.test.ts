@@ -351,7 +351,7 @@ describe('forge-worker --mcp', () => {
       // A 2024-10-07 server's toolResult is its result: an object as structured content, a string as text.
       expect(await client.call('hostile.bad_answer', { shape: 'tool_result' }, { timeoutMs: 20_000 })).toMatchObject({ isError: false, content: '{"answer":42}', structuredContent: { answer: 42 } });
       expect(await client.call('hostile.bad_answer', { shape: 'tool_result_text' }, { timeoutMs: 20_000 })).toMatchObject({ isError: false, content: 'the answer is 42' });
-      expect(await mcp.callTool({ name: 'hostile.bad_answer', arguments: { shape: 'tool_result' } })).toMatchObject({ isError: false, structuredContent: { answer: 42 } });
+      expect(await mcp.callTool({ name: 'hostile.bad_answer', arguments: { shape: 'tool_result' } })).toMatchObject({ isError: false, content: [{ type: 'text', text: '{"answer":42}' }], structuredContent: { answer: 42 } });
     } finally {
       await mcp.close();
     }

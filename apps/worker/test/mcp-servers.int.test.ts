@@ -665,7 +665,7 @@ describe('sessions, idle reaping and start failures (QA3)', () => {
         if (m.method === 'ping') return send({ result: {} });
         if (m.method === 'tools/list' && mode === 'badlist') return send({ result: { tools: 'x' } });
         if (m.method === 'tools/list' && mode === 'exit') process.exit(0);
-        if (m.method === 'tools/list' && mode === 'error') return send({ error: { code: -32603, message: 'the index is rebuilding' } });
+        if (m.method === 'tools/list' && mode === 'error') return send({ error: { code: -32603, message: 'the index is rebuilding\\nsecond line' } });
         // silent: tools/list is never answered.
       });`;
     const launch = (mode: string) => ({ command: process.execPath, args: ['-e', script], env: { MODE: mode }, startupTimeoutMs: 10_000 });
@@ -676,7 +676,7 @@ describe('sessions, idle reaping and start failures (QA3)', () => {
       ['badlist', /^tool 'tools\/list' failed: MCP server 'odd' cannot be listed: a page of its tools\/list is not one: .* at tools$/],
       ['silent', /MCP server 'odd' cannot be listed: its tools\/list did not arrive within 1500 ms, the bound on one whole listing$/],
       ['exit', /MCP server 'odd' cannot be listed: its instance \(pid \d+\) ended while it listed its tools$/],
-      ['error', /MCP server 'odd' cannot be listed: it answered tools\/list with an error: .*the index is rebuilding/],
+      ['error', /MCP server 'odd' cannot be listed: it answered tools\/list with an error: .*the index is rebuilding second line$/],
     ] as const) {
       const pool = track(new McpServerPool({ server: 'odd', launch: launch(mode), instances: { min: 1, max: 1 }, callTimeoutMs: 1500 }, tools));
       await pool.start();
@@ -685,6 +685,44 @@ describe('sessions, idle reaping and start failures (QA3)', () => {
       // No schema dump over many lines, and no advice meant for a tool's caller.
       expect(failure.message).not.toMatch(/\n|timeoutMs|honour|took effect|refused the call/);
     }
+  });
+
+  it("logs a server's failure to be listed once, however often its instances come up and fail it the same way", async () => {
+    const lines: { msg: string; server?: string; err?: string }[] = [];
+    const log = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as { msg: string }) });
+    const script = `
+      require('node:readline').createInterface({ input: process.stdin }).on('line', (line) => {
+        const m = JSON.parse(line);
+        if (m.id === undefined) return;
+        const send = (o) => process.stdout.write(JSON.stringify({ jsonrpc: '2.0', id: m.id, ...o }) + '\\n');
+        if (m.method === 'initialize') return send({ result: { protocolVersion: m.params.protocolVersion, serverInfo: { name: 'odd', version: '1' }, capabilities: { tools: {} } } });
+        if (m.method === 'tools/list') return send({ error: { code: -32603, message: 'list exploded\\nsecond line' } });
+        send({ result: {} });
+      });`;
+    const config: McpServerConfig = {
+      name: 'listerr',
+      prefix: 'listerr',
+      transport: { kind: 'stdio', command: process.execPath, args: ['-e', script], cwd: undefined, env: {} },
+      tier: 'host',
+      pool: undefined,
+      filesystem: undefined,
+      instances: { min: 2, max: 2 },
+      callsPerInstance: 1,
+      startupTimeoutMs: 10_000,
+      restartBackoff: { initialMs: 60_000, maxMs: 60_000 },
+      crashLoop: { failures: 5, windowMs: 60_000 },
+      session: 'shared',
+      idleMs: 300_000,
+      tools: {},
+    };
+    const servers = track(new WorkerServers({ servers: [config], tier: 'host', pool: undefined, launchTools: tools, sandbox: false, log }));
+    await servers.start();
+    await servers.whenSettled();
+    expect(servers.status()[0]).toMatchObject({ state: 'down', error: "MCP server 'listerr' cannot be listed: it answered tools/list with an error: MCP error -32603: list exploded second line" });
+    // Both instances came up, each a reason to list again: the same failure, told once.
+    await vi.waitFor(() => expect(lines.filter((l) => l.msg === 'MCP server instance started')).toHaveLength(2), WAIT);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(lines.filter((l) => l.server === 'listerr' && l.msg.startsWith('MCP server could not be'))).toHaveLength(1);
   });
 
   it('reads an answer behind a byte-order mark, and reports the lines of its stdout it cannot take, redacted and bounded, reading on', async () => {
@@ -698,6 +736,8 @@ describe('sessions, idle reaping and start failures (QA3)', () => {
         if (m.method === 'tools/list') return process.stdout.write(answer({ result: { tools: [{ name: 'say', inputSchema: { type: 'object' } }] } }));
         if (m.method !== 'tools/call') return process.stdout.write(answer({ result: {} }));
         if (m.params.arguments.mode === 'bom') return process.stdout.write('\\uFEFF' + answer({ result: { content: [{ type: 'text', text: 'behind a BOM' }] } }));
+        process.stdout.write(process.env.TOKEN + ' starts this line\\n');
+        process.stdout.write(JSON.stringify({ jsonrpc: '2.0', id: 999, result: { [process.env.TOKEN]: process.env.TOKEN } }) + '\\n');
         for (let i = 0; i < 30; i++) process.stdout.write('debug: token ' + process.env.TOKEN + ' line ' + i + '\\n');
         process.stdout.write(answer({ result: { content: [{ type: 'text', text: 'after the noise' }] } }));
       });`;
@@ -710,8 +750,10 @@ describe('sessions, idle reaping and start failures (QA3)', () => {
     expect(textOf(await pool.call({ tool: 'say', arguments: { mode: 'noise' } }))).toBe('after the noise');
     // Ten lines a window are told, the rest counted when the next is told.
     await vi.waitFor(() => expect(told).toHaveLength(10), WAIT);
-    expect(told.every((t) => /JSON/.test(t))).toBe(true);
-    expect(told.join('\n')).not.toContain(secret);
+    expect(told[0]).toMatch(/^a line of its stdout is not JSON/);
+    expect(told[1]).toMatch(/^it answered a request it was not sent/);
+    // No line is quoted: JSON.parse's message would show a line's first characters, the start of a secret.
+    expect(told.join('\n')).not.toContain(secret.slice(0, 6));
   });
 
   it("shows a server that ends at start in /readyz and the log by how it ended, without a caller's advice, and logs its first failure once", async () => {

@@ -11,6 +11,7 @@ import { descendantsOf, descriptorsOf, holdersOf, killEach, type ProcessEntry } 
 import { redactSecrets } from './secret-value.js';
 import { StderrLines } from './stderr-lines.js';
 import { StderrTail } from './stderr-tail.js';
+import { StdoutWatch } from './stdout-watch.js';
 import { type LaunchTools, stdioLaunch } from './launch-command.js';
 import type { McpStdioLaunch } from './pool-options.js';
 import { answeredRevision, isMcpError, refusedRevisions, revisionRefusal, schemaIssue, UpstreamInstance, type UpstreamHooks } from './upstream-instance.js';
@@ -286,7 +287,7 @@ export class McpInstance extends UpstreamInstance {
         const left = told.take();
         if (left === 'drop') return;
         if (left > 0) onUnreadable(`(${left} more such lines were not logged: at most ${UNREADABLE_PER_WINDOW} every ${STDERR_WINDOW_MS / 1000} s are)`, transport.spawnedPid);
-        onUnreadable(redactSecrets(error.message, instance.secrets).slice(0, 300), transport.spawnedPid);
+        onUnreadable(unreadableText(error, instance.secrets), transport.spawnedPid);
       };
     }
     const stderrTail = new StderrTail(instance.secrets, STDERR_TAIL_CHARS);
@@ -328,7 +329,16 @@ export class McpInstance extends UpstreamInstance {
     instance.#pid = pid;
     instance.#reaper = transport.reaper;
     instance.#unconfined = needsReaper;
+    // In a PID namespace the launchers stay the server's parents and hold its stdout too: its end of file never
+    // comes when the server closes it (see stdout-watch.ts). Outside one, endsWithItsStdout sees it.
+    const watch = needsReaper
+      ? undefined
+      : StdoutWatch.start(pid, () => {
+          transport.stdoutClosed = true;
+          killGroup(pid);
+        });
     instance.client.onclose = () => {
+      watch?.stop();
       // The server's own children are in its group: they go with it; then its reaper, which has nothing left to do.
       killGroup(pid);
       transport.reaper?.stop();
@@ -462,6 +472,19 @@ function lastLines(text: string, max: number): string {
 
 function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
+}
+
+/**
+ * What the SDK's reader could not take, for the log, in the worker's words: never the line itself, which may hold a
+ * secret in any form (JSON.parse quotes the first characters of a line that is not JSON, so a secret's start; the
+ * SDK quotes an answer to no request whole, secrets as keys included). Other errors are told redacted, cut short.
+ */
+function unreadableText(error: Error, secrets: readonly string[]): string {
+  if (error instanceof SyntaxError) return 'a line of its stdout is not JSON (not shown: it may hold anything the server has)';
+  const issue = schemaIssue(error);
+  if (issue !== undefined) return `a line of its stdout is JSON but no JSON-RPC message: ${issue}`;
+  if (error.message.startsWith('Received a response for an unknown message ID')) return 'it answered a request it was not sent, or one already answered (an id the worker is not waiting for)';
+  return redactSecrets(error.message, secrets).slice(0, 300);
 }
 
 /** Why a start failed whose process still ran: an answer to `initialize` MCP does not allow is said as such, not as a schema dump. */

@@ -64,7 +64,11 @@ describe('resultOf (an MCP tools/call result as a fleet result)', () => {
   });
 
   it("keeps a 2024-10-07 server's toolResult: an object as structured content, anything else as its text", () => {
-    expect(of({ toolResult: { x: 1 } })).toMatchObject({ isError: false, content: '{"x":1}', structuredContent: { x: 1 } });
+    const structured = of({ toolResult: { x: 1 } });
+    expect(structured).toMatchObject({ isError: false, content: '{"x":1}', structuredContent: { x: 1 } });
+    // Its text is a plain text block: no `blocks` (an empty list there would say there is no text), and /mcp shows the text.
+    expect(structured.blocks ?? []).toEqual([]);
+    expect(structured).not.toHaveProperty('blocks', []);
     expect(of({ toolResult: 'hello legacy' })).toMatchObject({ isError: false, content: 'hello legacy' });
     expect(of({ toolResult: [1, 'two'] })).toMatchObject({ isError: false, content: '[1,"two"]' });
     expect(of({ toolResult: null })).toMatchObject({ isError: false, content: 'null' });

@@ -193,12 +193,13 @@ function shapeProblem(raw: CallToolResult): string | undefined {
 /**
  * A 2024-10-07 server's answer (`{ toolResult }`, the revision's result of a
  * call, which the SDK's client still takes) as a result of today's: an object
- * becomes structured content (read as its JSON text), anything else the text.
+ * becomes structured content with its JSON as the text block beside it (as
+ * MCP asks of a tool that returns structured content), anything else the text.
  * An answer with `content` is today's, whatever else it carries.
  */
 function fromLegacy(raw: CallToolResult): CallToolResult {
   if (raw.content !== undefined || !Object.hasOwn(raw, 'toolResult')) return raw;
   const value = (raw as { toolResult?: unknown }).toolResult;
-  if (typeof value === 'object' && value !== null && !Array.isArray(value)) return { ...raw, content: [], structuredContent: value as Record<string, unknown> };
+  if (typeof value === 'object' && value !== null && !Array.isArray(value)) return { ...raw, content: [{ type: 'text', text: JSON.stringify(value) }], structuredContent: value as Record<string, unknown> };
   return { ...raw, content: [{ type: 'text', text: typeof value === 'string' ? value : JSON.stringify(value) }] };
 }

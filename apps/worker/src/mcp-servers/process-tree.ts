@@ -110,7 +110,7 @@ export function holdersOf(targets: ReadonlySet<string>, except: number): Process
 }
 
 /** Whether process `pid` holds a descriptor of one of `targets`; false for one whose descriptors cannot be read. */
-function holdsAny(pid: number, targets: ReadonlySet<string>): boolean {
+export function holdsAny(pid: number, targets: ReadonlySet<string>): boolean {
   let fds: string[];
   try {
     fds = readdirSync(`/proc/${pid}/fd`);

@@ -216,7 +216,7 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
     if (this.#ended || (err instanceof Error && err.message === 'Not connected') || this.connectionFailed(err)) return this.#badListing(`its instance (${this.id}) ended while it listed its tools`);
     const wrong = notAnAnswer(err) ?? notJsonRpc(err);
     if (wrong !== undefined) return this.#badListing(`it answered tools/list with neither a result nor an error (${wrong})`);
-    return this.#badListing(`it answered tools/list with an error: ${this.describe(err)}`);
+    return this.#badListing(`it answered tools/list with an error: ${this.describe(err).replace(/\s*[\r\n]+\s*/g, ' ')}`);
   }
 
   /** What a first listing that fails leaves out is every tool; a later one leaves the tools it listed last served (see worker-servers.ts). */

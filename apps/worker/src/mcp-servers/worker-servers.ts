@@ -250,8 +250,14 @@ export class WorkerServers extends EventEmitter<WorkerServersEvents> {
 
   #failed(served: Served, err: unknown): void {
     const message = failureText(served.config, err);
+    // The same failure again (a listing retried as instances come up, a restart that fails the same way) is logged once.
+    const repeated = served.error === message;
     served.error = message;
     if (served.state === 'starting') served.state = 'down';
+    if (repeated) {
+      this.#settle(served);
+      return;
+    }
     // A listing again that fails (after a list change, a new instance) leaves the tools it listed last served.
     if (served.state === 'up') this.#o.log.warn({ server: served.config.name, err: message }, 'MCP server could not be listed again; the tools it listed last are served');
     else this.#o.log.warn({ server: served.config.name, err: message }, 'MCP server could not be started; its tools are left out until it can');
@@ -318,6 +324,11 @@ export class WorkerServers extends EventEmitter<WorkerServersEvents> {
  * and its reason. Any other failure, as its message.
  */
 function failureText(config: McpServerConfig, err: unknown): string {
+  // One line: a server's own text (an error's message, its stderr) may run over several.
+  return oneFailureText(config, err).replace(/\s*[\r\n]+\s*/g, ' ');
+}
+
+function oneFailureText(config: McpServerConfig, err: unknown): string {
   // A listing that failed says so in its reason ("MCP server 'x' cannot be listed: …"), not as a tool named 'tools/list'.
   if (isFleetError(err) && err.details.toolName === 'tools/list' && typeof err.details.reason === 'string') return err.details.reason;
   if (!isFleetError(err) || err.code !== ErrorCode.UNAVAILABLE || typeof err.details.reason !== 'string') return err instanceof Error ? err.message : String(err);
