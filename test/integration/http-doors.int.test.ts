@@ -310,6 +310,18 @@ describe('the HTTP doors', () => {
           // JSON.parse keeps '__proto__' an own key, as a body's arguments arrive at the dispatcher.
           await expect(client.call('echo', JSON.parse(text) as Record<string, unknown>)).rejects.toMatchObject({ code: 'BAD_REQUEST', message: error.message });
         }
+        // Nesting past the dispatcher's depth before a prototype key: /v1 and /mcp both name the nesting.
+        const deep = `{"a":${'{"d":'.repeat(40)}1${'}'.repeat(40)},"b":{"__proto__":1}}`;
+        const sent = await fetch(`${dispatcher.url}/v1/calls?wait=10000`, { method: 'POST', headers: headers(), body: `{"name":"echo","arguments":${deep}}` });
+        const error = ((await sent.json()) as { error: { code: string; message: string } }).error;
+        expect(error.message).toMatch(/nest deeper than \d+ levels/);
+        const mcp = await fetch(`${dispatcher.url}/mcp`, {
+          method: 'POST',
+          headers: { ...headers(), accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18' },
+          body: `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"echo","arguments":${deep}}}`,
+        });
+        const answered = (await mcp.json()) as { result?: { isError?: boolean; _meta?: Record<string, { code?: string; message?: string }> } };
+        expect(answered.result?._meta?.['forge-fleet/error']).toMatchObject({ code: 'BAD_REQUEST', message: error.message });
       } finally {
         await client.close();
       }

@@ -23,7 +23,7 @@ import { asFleetError, isUnreadMediaType } from '../http/errors.js';
 import { mediaTypeOf } from '../http/media-type.js';
 import { dispatcherVersion } from '../http/openapi.js';
 import type { CallService } from '../pipeline/call-service.js';
-import { checkArguments } from '../limits/arguments.js';
+import { type ArgumentLimits, checkArguments } from '../limits/arguments.js';
 import { prototypeKeyIn, prototypeKeyPath } from '../http/json-body.js';
 import { refusalOf, toCallToolResult } from './call-results.js';
 import type { McpCancelBus } from './cancel-bus.js';
@@ -229,11 +229,15 @@ function prototypeProblem(text: string, value: unknown): 'forbidden-key' | 'forb
 }
 
 /** The answer to a `tools/call` whose arguments hold such a key: the argument check's BAD_REQUEST, as a tool error result. */
-function forbiddenArgumentAnswer(message: { id?: unknown; params?: { name?: unknown; arguments?: unknown; _meta?: Record<string, unknown> } }): { jsonrpc: '2.0'; id: unknown; result: CallToolResult } {
+function forbiddenArgumentAnswer(
+  message: { id?: unknown; params?: { name?: unknown; arguments?: unknown; _meta?: Record<string, unknown> } },
+  limits: ArgumentLimits,
+): { jsonrpc: '2.0'; id: unknown; result: CallToolResult } {
   const name = typeof message.params?.name === 'string' ? message.params.name : '';
   let error: FleetError = new BadRequestError('the arguments hold a refused key');
   try {
-    checkArguments(message.params?.arguments as Record<string, unknown>, { maxBytes: Number.MAX_SAFE_INTEGER, maxDepth: Number.MAX_SAFE_INTEGER });
+    // The /v1 routes' walk, to the same depth: nesting past it, met before the key, is their first problem too.
+    checkArguments(message.params?.arguments as Record<string, unknown>, { maxBytes: Number.MAX_SAFE_INTEGER, maxDepth: limits.maxDepth });
   } catch (refused) {
     if (isFleetError(refused)) error = refused;
   }
@@ -302,7 +306,7 @@ export function mcpRoutes(deps: McpDeps, options: McpOptions = {}) {
       const body = request.body instanceof McpBody ? request.body : undefined;
       const protocolVersion = request.headers['mcp-protocol-version'];
       if (body?.problem === 'forbidden-argument') {
-        const answer = forbiddenArgumentAnswer(body.json as Parameters<typeof forbiddenArgumentAnswer>[0]);
+        const answer = forbiddenArgumentAnswer(body.json as Parameters<typeof forbiddenArgumentAnswer>[0], deps.calls.argumentLimits);
         request.log.info('MCP tools/call refused: a prototype key in its arguments');
         return reply.status(200).type('application/json').send(answer);
       }

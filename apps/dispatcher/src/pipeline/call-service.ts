@@ -49,8 +49,11 @@ export class CallService {
   readonly #answers: CallAnswers;
   readonly #inbox: ReplyInbox;
   readonly #tracer: ToolTracer | undefined;
+  /** What a call's arguments may be: the limits every entrance checks them against (MCP's own refusals too). */
+  readonly argumentLimits: ArgumentLimits;
 
   constructor(d: CallServiceDeps) {
+    this.argumentLimits = d.limits;
     this.#inbox = d.inbox;
     this.#tracer = d.tracer;
     this.#admission = new CallAdmission({ catalog: d.catalog, approval: d.approval, risk: d.risk, limits: d.limits, audit: d.audit });
