@@ -153,6 +153,16 @@ describe('forge-worker --mcp', () => {
     await until('the hung server to be gone', () => !isAlive(hungPid));
   }, 90_000);
 
+  it('stops at once, announcing nothing, when stopped while its servers are on their first start', async () => {
+    const file = serversFile({ hung: { command: process.execPath, args: ['-e', 'setInterval(() => {}, 1001)'], env: {}, tier: 'host', startupTimeoutMs: 600_000 } });
+    const worker = await t.fleet.worker({ tier: 'host', tools: false, mcp: file, readyLine: 'MCP servers starting' });
+    const hungPid = await until('the hung server to run', () => pidOf('setInterval(() => {}, 1001)'));
+    // Before, the signal waited for the start's head start (3 s), and the worker announced its pool first.
+    expect(await worker.stop('SIGTERM')).toBe(0);
+    expect(worker.output()).not.toContain('worker pool ready');
+    await until('the hung server to be gone', () => !isAlive(hungPid));
+  }, 60_000);
+
   it('leaves out the tools of a server that cannot start, serves the others, and /readyz names the one that is down', async () => {
     const port = await freePort();
     const file = serversFile({

@@ -21,7 +21,7 @@ if (process.argv.includes('--help') || process.argv.includes('-h')) {
   process.exit(0);
 }
 
-runMain('forge-worker', async () => {
+runMain('forge-worker', async (stopRequested) => {
   // Before anything is spawned (a tools module's imports may spawn too): what this process inherited without
   // close-on-exec would reach every server, reaper and sandbox it starts, past their filesystem view.
   const closedDescriptors = closeInheritedDescriptors();
@@ -127,8 +127,16 @@ runMain('forge-worker', async () => {
           strict,
           reviveAfterMs: env.FORGE_MCP_RETRY_AFTER_MS,
           maxResultBytes: env.FORGE_MAX_RESULT_BYTES,
+          stopRequested,
           log,
         });
+  if (stopRequested.aborted) {
+    // Stopped while its servers started: nothing is announced, and what was started goes (runMain then stops this).
+    await servers?.close();
+    await sandbox?.close();
+    await tracing.shutdown();
+    return { log, stop: () => Promise.resolve() };
+  }
   const moduleTools = tools;
   // Calls past what its servers can run at once would wait inside this worker for an instance, counted as started
   // here: lost with it if it dies (WORKER_LOST, though they never reached the server), and kept from an idle worker.

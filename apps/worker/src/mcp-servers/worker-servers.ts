@@ -134,9 +134,10 @@ export class WorkerServers extends EventEmitter<WorkerServersEvents> {
    * Starts every server's `min` instances and imports their tools, waiting
    * until each server's first start is over or at most `startupWaitMs`; a
    * server still starting then is left to come up on its own (its tools join
-   * when it does: {@link WorkerServersEvents.toolsChanged}).
+   * when it does: {@link WorkerServersEvents.toolsChanged}). A stop asked for
+   * meanwhile (`stopRequested`) ends the wait at once.
    */
-  async start(): Promise<void> {
+  async start(stopRequested?: AbortSignal): Promise<void> {
     const wait = this.#o.startupWaitMs ?? STARTUP_HEAD_START_MS;
     for (const served of this.#served) {
       served.pool.start().then(
@@ -147,8 +148,15 @@ export class WorkerServers extends EventEmitter<WorkerServersEvents> {
     }
     this.#checkSettled();
     let timer: NodeJS.Timeout | undefined;
-    await Promise.race([this.#settledAll, new Promise<void>((resolve) => (timer = setTimeout(resolve, wait)))]);
+    let onStop: (() => void) | undefined;
+    const stopped = new Promise<void>((resolve) => {
+      onStop = () => resolve();
+      if (stopRequested?.aborted === true) resolve();
+      else stopRequested?.addEventListener('abort', onStop, { once: true });
+    });
+    await Promise.race([this.#settledAll, new Promise<void>((resolve) => (timer = setTimeout(resolve, wait))), stopped]);
     clearTimeout(timer);
+    if (onStop !== undefined) stopRequested?.removeEventListener('abort', onStop);
   }
 
   /** Whether every server's first start is over: each came up, or is known down or stopped. */

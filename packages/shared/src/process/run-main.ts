@@ -37,8 +37,10 @@ export const SAME_REQUEST_MS = 1000;
  * went first) must never outlive the one who asked for it twice. Only one
  * that comes {@link SAME_REQUEST_MS} or more after the first counts as second.
  */
-export function runMain(name: string, start: () => Promise<RunningProcess>): void {
+export function runMain(name: string, start: (stopRequested: AbortSignal) => Promise<RunningProcess>): void {
   let running: RunningProcess | undefined;
+  // Aborted by a signal that comes while it starts: a start that waits (a worker's MCP servers) can stop waiting.
+  const stopRequested = new AbortController();
   let pending: string | undefined;
   let stopping = false;
   let firstAt: number | undefined;
@@ -56,6 +58,7 @@ export function runMain(name: string, start: () => Promise<RunningProcess>): voi
       // A second signal while it still starts: someone wants it gone now (a start-up that hangs must stay stoppable).
       if (pending !== undefined) process.exit(1);
       pending = signal;
+      stopRequested.abort(new Error(`${signal} while starting`));
       return;
     }
     // A second signal while it stops (a person's second Ctrl-C, a supervisor's TERM after the group's INT): now.
@@ -82,7 +85,7 @@ export function runMain(name: string, start: () => Promise<RunningProcess>): voi
   };
   process.on('SIGTERM', () => onSignal('SIGTERM'));
   process.on('SIGINT', () => onSignal('SIGINT'));
-  start().then(
+  start(stopRequested.signal).then(
     (started) => {
       running = started;
       if (pending !== undefined) shutdown(pending);
