@@ -10,6 +10,7 @@ import { SecretValue } from '../src/mcp-servers/secret-value.js';
 import type { McpServerConfig } from '../src/mcp-servers/servers-file.js';
 import { WorkerServers } from '../src/mcp-servers/worker-servers.js';
 import { probeIsolation } from '../src/sandbox/probe.js';
+import { serverConfig } from './fixtures/server-config.js';
 import { closeTracked, track } from './fixtures/tracked.js';
 
 // The catalog follows the server (docs/mcp-servers.md) through every instance that comes up after the first
@@ -29,28 +30,9 @@ beforeAll(() => {
 
 afterEach(closeTracked);
 
-/** One server of a servers file as loadServersFile gives it: the host tier, restarts quick. */
-function serverConfig(name: string, transport: McpServerConfig['transport'], o: { min: number; max: number; callsPerInstance?: number }): McpServerConfig {
-  return {
-    name,
-    prefix: name,
-    transport,
-    tier: 'host',
-    pool: undefined,
-    filesystem: undefined,
-    instances: { min: o.min, max: o.max },
-    callsPerInstance: o.callsPerInstance ?? 8,
-    startupTimeoutMs: 20_000,
-    restartBackoff: { initialMs: 10, maxMs: 100 },
-    crashLoop: { failures: 5, windowMs: 60_000 },
-    session: 'shared',
-    idleMs: 300_000,
-    tools: {},
-  };
-}
 
 const probe = (o: { min: number; max: number; callsPerInstance?: number }, ...flags: string[]): McpServerConfig =>
-  serverConfig('probe', { kind: 'stdio', command: process.execPath, args: [PROBE_SERVER, ...flags], cwd: undefined, env: {} }, o);
+  serverConfig('probe', { kind: 'stdio', command: process.execPath, args: [PROBE_SERVER, ...flags], cwd: undefined, env: {} }, { instances: { min: o.min, max: o.max }, callsPerInstance: o.callsPerInstance ?? 8 });
 
 /** Runs the worker's servers for `config`, started, with a count of the changes they told since. */
 async function serve(config: McpServerConfig): Promise<{ servers: WorkerServers; changes: () => number }> {
@@ -146,7 +128,7 @@ describe('the tools a worker serves follow each instance of a server that comes 
   it('lists an HTTP upstream again when its session is lost and a new one replaces it', async () => {
     const upstream = track(await startUpstream());
     const headers = { Authorization: new SecretValue(`Bearer ${TOKEN}`, 'environment variable UPSTREAM_TOKEN') };
-    const { servers } = await serve(serverConfig('up', { kind: 'http', url: upstream.url, headers }, { min: 1, max: 1 }));
+    const { servers } = await serve(serverConfig('up', { kind: 'http', url: upstream.url, headers }));
     expect(await run(servers, 'up.add-tools', { count: 1 })).toBe('added-1');
     await vi.waitFor(() => expect(namesOf(servers)).toContain('up.added-1'), WAIT);
     const before = await run(servers, 'up.session');

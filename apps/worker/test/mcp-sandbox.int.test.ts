@@ -24,6 +24,7 @@ const NODE_MODULES = join(ROOT, 'node_modules');
 const FIXTURES = fileURLToPath(new URL('./fixtures', import.meta.url));
 const FILESYSTEM_SERVER = join(NODE_MODULES, '@modelcontextprotocol/server-filesystem/dist/index.js');
 const PROBE_SERVER = join(FIXTURES, 'sandbox-mcp-probe-server.mjs');
+const ODD_SERVER = join(FIXTURES, 'odd-mcp-server.mjs');
 const POOL_CHILD = join(FIXTURES, 'sandbox-mcp-pool-child.ts');
 /** Bounded waits for what happens in the background. */
 const WAIT = { timeout: 15_000, interval: 20 };
@@ -264,21 +265,9 @@ describe('a sandboxed server process', () => {
   });
 
   it('is ended when it closes its stdout and runs on, with bubblewrap and with unshare, though its launchers hold the pipe too', async () => {
-    // Closes its stdout (where it answers) at its first call and runs on; answers every call before that.
-    const script = `
-      const { closeSync } = require('node:fs');
-      require('node:readline').createInterface({ input: process.stdin }).on('line', (line) => {
-        const m = JSON.parse(line);
-        if (m.id === undefined) return;
-        const send = (o) => process.stdout.write(JSON.stringify({ jsonrpc: '2.0', id: m.id, ...o }) + '\\n');
-        if (m.method === 'initialize') return send({ result: { protocolVersion: m.params.protocolVersion, serverInfo: { name: 'mute', version: '1' }, capabilities: { tools: {} } } });
-        if (m.method === 'tools/list') return send({ result: { tools: [{ name: 'mute', inputSchema: { type: 'object' } }, { name: 'pid', inputSchema: { type: 'object' } }] } });
-        if (m.method === 'tools/call' && m.params.name === 'pid') return send({ result: { content: [{ type: 'text', text: String(process.pid) }] } });
-        if (m.method === 'tools/call') { closeSync(1); setInterval(() => {}, 1000); return; }
-        send({ result: {} });
-      });`;
     for (const launchTools of [tools, { ...tools, bwrap: undefined }]) {
-      const launch = { command: process.execPath, args: ['-e', script], env: PROBE_ENV, startupTimeoutMs: 20_000, sandbox: probeSandbox() };
+      // Its `mute` tool closes its stdout (where it answers) and runs on.
+      const launch = { command: process.execPath, args: [ODD_SERVER], env: PROBE_ENV, startupTimeoutMs: 20_000, sandbox: probeSandbox() };
       // Its calls may take a minute: before, the call waited for that (EXECUTION_TIMEOUT) since no end of file came.
       const pool = track(new McpServerPool({ server: 'mute', launch, instances: { min: 1, max: 1 }, callTimeoutMs: 60_000 }, launchTools));
       await pool.start();

@@ -21,11 +21,14 @@ import { probeIsolation } from '../src/sandbox/probe.js';
 import { startPoolChild } from './fixtures/pool-child.js';
 import { processTable } from './fixtures/proc-table.js';
 import { failureOf } from './fixtures/fleet-failure.js';
+import { serverConfig } from './fixtures/server-config.js';
 import { closeTracked, track } from './fixtures/tracked.js';
 
 const require = createRequire(import.meta.url);
 const EVERYTHING = join(dirname(require.resolve('@modelcontextprotocol/server-everything/package.json')), 'dist/index.js');
 const PROBE_SERVER = fileURLToPath(new URL('./fixtures/mcp-probe-server.mjs', import.meta.url));
+/** A raw JSON-RPC server that does one thing wrong, chosen by MODE (see the file). */
+const ODD_SERVER = fileURLToPath(new URL('./fixtures/odd-mcp-server.mjs', import.meta.url));
 const LEAVER = fileURLToPath(new URL('./fixtures/sandbox-mcp-probe-server.mjs', import.meta.url));
 const POOL_CHILD = fileURLToPath(new URL('./fixtures/mcp-pool-child.ts', import.meta.url));
 const ROOT = fileURLToPath(new URL('../../..', import.meta.url));
@@ -654,21 +657,7 @@ describe('sessions, idle reaping and start failures (QA3)', () => {
   });
 
   it("says what went wrong with a server's handshake or listing as such, in one line, without a tool caller's advice", async () => {
-    // A raw JSON-RPC server whose MODE decides what it does wrong.
-    const script = `
-      const mode = process.env.MODE;
-      require('node:readline').createInterface({ input: process.stdin }).on('line', (line) => {
-        const m = JSON.parse(line);
-        if (m.id === undefined) return;
-        const send = (o) => process.stdout.write(JSON.stringify({ jsonrpc: '2.0', id: m.id, ...o }) + '\\n');
-        if (m.method === 'initialize') return send({ result: { protocolVersion: m.params.protocolVersion, serverInfo: { name: 'odd', version: '1' }, ...(mode === 'nocaps' ? {} : { capabilities: { tools: {} } }) } });
-        if (m.method === 'ping') return send({ result: {} });
-        if (m.method === 'tools/list' && mode === 'badlist') return send({ result: { tools: 'x' } });
-        if (m.method === 'tools/list' && mode === 'exit') process.exit(0);
-        if (m.method === 'tools/list' && mode === 'error') return send({ error: { code: -32603, message: 'the index is rebuilding\\nsecond line' } });
-        // silent: tools/list is never answered.
-      });`;
-    const launch = (mode: string) => ({ command: process.execPath, args: ['-e', script], env: { MODE: mode }, startupTimeoutMs: 10_000 });
+    const launch = (mode: string) => ({ command: process.execPath, args: [ODD_SERVER], env: { MODE: mode }, startupTimeoutMs: 10_000 });
     const handshake = await failureOf(McpInstance.start({ server: 'odd', launch: launch('nocaps'), tools }));
     expect(handshake.message).toContain('its answer to initialize is not one MCP allows: ');
     expect(handshake.message).toContain('at capabilities');
@@ -676,7 +665,7 @@ describe('sessions, idle reaping and start failures (QA3)', () => {
       ['badlist', /^tool 'tools\/list' failed: MCP server 'odd' cannot be listed: a page of its tools\/list is not one: .* at tools$/],
       ['silent', /MCP server 'odd' cannot be listed: its tools\/list did not arrive within 1500 ms, the bound on one whole listing$/],
       ['exit', /MCP server 'odd' cannot be listed: its instance \(pid \d+\) ended while it listed its tools$/],
-      ['error', /MCP server 'odd' cannot be listed: it answered tools\/list with an error: .*the index is rebuilding second line$/],
+      ['list-error', /MCP server 'odd' cannot be listed: it answered tools\/list with an error: .*list exploded second line$/],
     ] as const) {
       const pool = track(new McpServerPool({ server: 'odd', launch: launch(mode), instances: { min: 1, max: 1 }, callTimeoutMs: 1500 }, tools));
       await pool.start();
@@ -690,31 +679,8 @@ describe('sessions, idle reaping and start failures (QA3)', () => {
   it("logs a server's failure to be listed once, however often its instances come up and fail it the same way", async () => {
     const lines: { msg: string; server?: string; err?: string }[] = [];
     const log = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as { msg: string }) });
-    const script = `
-      require('node:readline').createInterface({ input: process.stdin }).on('line', (line) => {
-        const m = JSON.parse(line);
-        if (m.id === undefined) return;
-        const send = (o) => process.stdout.write(JSON.stringify({ jsonrpc: '2.0', id: m.id, ...o }) + '\\n');
-        if (m.method === 'initialize') return send({ result: { protocolVersion: m.params.protocolVersion, serverInfo: { name: 'odd', version: '1' }, capabilities: { tools: {} } } });
-        if (m.method === 'tools/list') return send({ error: { code: -32603, message: 'list exploded\\nsecond line' } });
-        send({ result: {} });
-      });`;
-    const config: McpServerConfig = {
-      name: 'listerr',
-      prefix: 'listerr',
-      transport: { kind: 'stdio', command: process.execPath, args: ['-e', script], cwd: undefined, env: {} },
-      tier: 'host',
-      pool: undefined,
-      filesystem: undefined,
-      instances: { min: 2, max: 2 },
-      callsPerInstance: 1,
-      startupTimeoutMs: 10_000,
-      restartBackoff: { initialMs: 60_000, maxMs: 60_000 },
-      crashLoop: { failures: 5, windowMs: 60_000 },
-      session: 'shared',
-      idleMs: 300_000,
-      tools: {},
-    };
+    const transport = { kind: 'stdio' as const, command: process.execPath, args: [ODD_SERVER], cwd: undefined, env: { MODE: 'list-error' } };
+    const config = serverConfig('listerr', transport, { instances: { min: 2, max: 2 }, restartBackoff: { initialMs: 60_000, maxMs: 60_000 } });
     const servers = track(new WorkerServers({ servers: [config], tier: 'host', pool: undefined, launchTools: tools, sandbox: false, log }));
     await servers.start();
     await servers.whenSettled();
@@ -727,21 +693,7 @@ describe('sessions, idle reaping and start failures (QA3)', () => {
 
   it('reads an answer behind a byte-order mark, and reports the lines of its stdout it cannot take, redacted and bounded, reading on', async () => {
     const secret = 'sk-stdout-secret-9';
-    const script = `
-      require('node:readline').createInterface({ input: process.stdin }).on('line', (line) => {
-        const m = JSON.parse(line);
-        if (m.id === undefined) return;
-        const answer = (o) => JSON.stringify({ jsonrpc: '2.0', id: m.id, ...o }) + '\\n';
-        if (m.method === 'initialize') return process.stdout.write(answer({ result: { protocolVersion: m.params.protocolVersion, serverInfo: { name: 'odd', version: '1' }, capabilities: { tools: {} } } }));
-        if (m.method === 'tools/list') return process.stdout.write(answer({ result: { tools: [{ name: 'say', inputSchema: { type: 'object' } }] } }));
-        if (m.method !== 'tools/call') return process.stdout.write(answer({ result: {} }));
-        if (m.params.arguments.mode === 'bom') return process.stdout.write('\\uFEFF' + answer({ result: { content: [{ type: 'text', text: 'behind a BOM' }] } }));
-        process.stdout.write(process.env.TOKEN + ' starts this line\\n');
-        process.stdout.write(JSON.stringify({ jsonrpc: '2.0', id: 999, result: { [process.env.TOKEN]: process.env.TOKEN } }) + '\\n');
-        for (let i = 0; i < 30; i++) process.stdout.write('debug: token ' + process.env.TOKEN + ' line ' + i + '\\n');
-        process.stdout.write(answer({ result: { content: [{ type: 'text', text: 'after the noise' }] } }));
-      });`;
-    const pool = track(new McpServerPool({ server: 'noisy', launch: { command: process.execPath, args: ['-e', script], env: { TOKEN: secret }, secrets: [secret] }, instances: { min: 1, max: 1 } }, tools));
+    const pool = track(new McpServerPool({ server: 'noisy', launch: { command: process.execPath, args: [ODD_SERVER], env: { TOKEN: secret }, secrets: [secret] }, instances: { min: 1, max: 1 } }, tools));
     const told: string[] = [];
     pool.on('unreadable', ({ text }) => told.push(text));
     await pool.start();
@@ -759,23 +711,15 @@ describe('sessions, idle reaping and start failures (QA3)', () => {
   it("shows a server that ends at start in /readyz and the log by how it ended, without a caller's advice, and logs its first failure once", async () => {
     const lines: { msg: string; server?: string; err?: string }[] = [];
     const log = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as { msg: string }) });
-    const config = (name: string, failures: number): McpServerConfig => ({
-      name,
-      prefix: name,
-      transport: { kind: 'stdio', command: process.execPath, args: ['-e', 'console.error("no config here"); process.exit(1)'], cwd: undefined, env: {} },
-      tier: 'host',
-      pool: undefined,
-      filesystem: undefined,
-      instances: { min: 1, max: 1 },
-      callsPerInstance: 1,
-      startupTimeoutMs: 10_000,
-      // `once` is not tried again during the test; `looping` is, until its crash loop stops it.
-      restartBackoff: failures === 1 ? { initialMs: 60_000, maxMs: 60_000 } : { initialMs: 10, maxMs: 10 },
-      crashLoop: { failures: Math.max(2, failures), windowMs: 60_000 },
-      session: 'shared',
-      idleMs: 300_000,
-      tools: {},
-    });
+    const exits = { kind: 'stdio' as const, command: process.execPath, args: ['-e', 'console.error("no config here"); process.exit(1)'], cwd: undefined, env: {} };
+    const config = (name: string, failures: number): McpServerConfig =>
+      serverConfig(name, exits, {
+        callsPerInstance: 1,
+        startupTimeoutMs: 10_000,
+        // `once` is not tried again during the test; `looping` is, until its crash loop stops it.
+        restartBackoff: failures === 1 ? { initialMs: 60_000, maxMs: 60_000 } : { initialMs: 10, maxMs: 10 },
+        crashLoop: { failures: Math.max(2, failures), windowMs: 60_000 },
+      });
     const servers = track(new WorkerServers({ servers: [config('once', 1), config('looping', 3)], tier: 'host', pool: undefined, launchTools: tools, sandbox: false, log }));
     await servers.start();
     await vi.waitFor(() => expect(servers.status().find((s) => s.name === 'looping')?.state).toBe('stopped'), WAIT);
