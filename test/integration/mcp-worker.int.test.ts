@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,6 +19,7 @@ const CHANGING = join(ROOT, 'test', 'fixtures', 'changing-mcp-server.mjs');
 const HOSTILE = join(ROOT, 'test', 'fixtures', 'hostile-mcp-server.mjs');
 const UPSTREAM = join(ROOT, 'apps', 'worker', 'test', 'fixtures', 'mcp-http-upstream.mjs');
 const V2_SERVER = join(ROOT, 'apps', 'worker', 'test', 'fixtures', 'mcp-v2-server.mjs');
+const ODD_SERVER = join(ROOT, 'apps', 'worker', 'test', 'fixtures', 'odd-mcp-server.mjs');
 
 /** A fixture that prints its `"port":N` on stdout once it listens, started with `args`; `stderr` as for spawn. */
 async function startListening(args: string[], stderr: 'inherit' | 'ignore'): Promise<{ url: string; stop: () => void }> {
@@ -161,6 +162,19 @@ describe('forge-worker --mcp', () => {
     expect(await worker.stop('SIGTERM')).toBe(0);
     expect(worker.output()).not.toContain('worker pool ready');
     await until('the hung server to be gone', () => !isAlive(hungPid));
+  }, 60_000);
+
+  it("reaps its servers' reapers before it exits on SIGTERM: none is left to PID 1", async () => {
+    const file = serversFile({ odd: { command: process.execPath, args: [ODD_SERVER], env: {}, tier: 'host' } });
+    const worker = await t.fleet.worker({ tier: 'host', tools: false, mcp: file });
+    const { url } = await t.fleet.dispatcher({ FORGE_APPROVAL: 'auto' });
+    t.client = new FleetClient({ url });
+    await until('odd.pid in the catalog', async () => (await listed(url)).some((tool) => tool.name === 'odd.pid'));
+    const serverPid = Number((await t.client.call('odd.pid', {}, { timeoutMs: 30_000 })).content);
+    const reaper = await until("the server's reaper", () => pidOf(`forge-mcp-reaper ${serverPid}`));
+    expect(await worker.stop('SIGTERM')).toBe(0);
+    // Read at once: a reaper the worker did not wait for is, at this moment, a zombie handed to PID 1.
+    expect(existsSync(`/proc/${reaper}`)).toBe(false);
   }, 60_000);
 
   it('leaves out the tools of a server that cannot start, serves the others, and /readyz names the one that is down', async () => {

@@ -30,9 +30,16 @@ export const REAPER_NAME = 'forge-mcp-reaper';
  */
 export class GroupReaper {
   readonly #child: ChildProcess;
+  /** Resolves once the reaper has exited and been reaped (or could not start). */
+  readonly exited: Promise<void>;
 
   private constructor(child: ChildProcess) {
     this.#child = child;
+    this.exited = new Promise((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) resolve();
+      child.once('exit', () => resolve());
+      child.once('error', () => resolve());
+    });
   }
 
   /**

@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { setTimeout as delay } from 'node:timers/promises';
 import type { PassThrough, Stream } from 'node:stream';
 import { McpServerLostError, UnavailableError } from '@forge-fleet/shared';
 import { getDefaultEnvironment, StdioClientTransport, type StdioServerParameters } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -29,6 +30,9 @@ const STDERR_MESSAGE_CHARS = 1000;
 
 /** The last bytes of a server's stderr kept for messages: enough for a stack trace's head, bounded however much it writes. */
 const STDERR_TAIL_CHARS = 4096;
+/** How long closing an instance waits for its stopped reaper to exit and be reaped. */
+const REAPER_EXIT_MS = 1000;
+
 /** Unreadable stdout lines of a server logged per window at most (see {@link WindowCount}). */
 const UNREADABLE_PER_WINDOW = 10;
 
@@ -308,6 +312,7 @@ export class McpInstance extends UpstreamInstance {
       await instance.client.close().catch(() => undefined);
       if (transport.spawnedPid !== undefined) killGroup(transport.spawnedPid);
       transport.reaper?.stop();
+      if (transport.reaper !== undefined) await Promise.race([transport.reaper.exited, delay(REAPER_EXIT_MS, undefined, { ref: false })]);
       // What it printed before it died is the likeliest reason: read the rest of its stderr (briefly) before saying why.
       await stderrEnded(transport.stderr, STDERR_DRAIN_MS);
       const revisions = err instanceof McpError ? refusedRevisions(err.code, err.data) : undefined;
@@ -400,6 +405,10 @@ export class McpInstance extends UpstreamInstance {
     killGroup(this.#pid);
     killEach(escaped);
     await ended;
+    // Its reaper, stopped as it ended, reaped before this resolves: a worker that stops right after would leave
+    // it to PID 1 (a zombie, under an init that never reaps). Bounded: a reaper is never worth a hung shutdown.
+    const reaper = this.#reaper;
+    if (reaper !== undefined) await Promise.race([reaper.exited, delay(REAPER_EXIT_MS, undefined, { ref: false })]);
   }
 
   /**
