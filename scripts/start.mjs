@@ -453,10 +453,18 @@ async function settleMcpServers(files, listTools) {
   }
 }
 
+/** `text` within `max` characters: cut at a word's end, marked with `…` (the whole text is in the worker's log and /readyz). */
+function cutShort(text, max) {
+  if (text.length <= max) return text;
+  const cut = text.slice(0, max - 1);
+  const space = cut.lastIndexOf(' ');
+  return `${space > max / 2 ? cut.slice(0, space) : cut}…`;
+}
+
 /** A server as the banner names it: its tools' prefix when up, else its state, why (one line, cut short) and its log. */
 function serverText(s) {
   if (s.state === 'up') return `${s.name} (${s.prefix}.*)`;
-  const why = typeof s.error === 'string' && s.error !== '' ? ` (${oneLine(s.error).slice(0, 200)})` : '';
+  const why = typeof s.error === 'string' && s.error !== '' ? ` (${cutShort(oneLine(s.error), 400)})` : '';
   const state = s.state === 'starting' ? 'still starting' : s.state;
   return `${s.name} — ${state}${why}; log: ${s.logs.map(display).join(', ')}`;
 }

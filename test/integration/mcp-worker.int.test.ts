@@ -617,6 +617,25 @@ describe('forge-worker --mcp', () => {
     await expect(t.fleet.worker({ tier: 'host', tools: module, mcp: file })).rejects.toThrow(/both offer everything\.echo/);
   });
 
+  it('refuses the same clash when the server is slower than the start-up head start: one answer for one configuration', async () => {
+    const module = join(mkdtempSync(join(tmpdir(), 'forge-mcp-')), 'clash.mjs');
+    writeFileSync(module, `import { defineTool } from '${join(ROOT, 'packages/shared/src/index.ts')}';\nexport default [defineTool({ name: 'odd.say', tier: 'host', handler: () => 'mine' })];\n`);
+    // Its tools are listed 5 s in, after the worker began to serve: before, it served on, the module's tool winning.
+    const file = serversFile({ odd: { command: process.execPath, args: [ODD_SERVER], env: { SLOW_INIT_MS: '5000' }, tier: 'host' } });
+    await expect(t.fleet.worker({ tier: 'host', tools: module, mcp: file })).rejects.toThrow(/CONFIG_INVALID: .*both offer odd\.say/);
+  });
+
+  it('answers its probes while its servers are on their first start: /healthz 200, /readyz 503 naming each server starting', async () => {
+    const port = await freePort();
+    const file = serversFile({ odd: { command: process.execPath, args: [ODD_SERVER], env: { SLOW_INIT_MS: '600000' }, tier: 'host', startupTimeoutMs: 600_000 } });
+    // Before, the probes listened only once the worker served, 3 s into its servers' start.
+    await t.fleet.worker({ tier: 'host', tools: false, mcp: file, readyLine: 'MCP servers starting', env: { FORGE_METRICS_PORT: String(port), FORGE_METRICS_HOST: '127.0.0.1' } });
+    expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
+    const ready = await fetch(`http://127.0.0.1:${port}/readyz`);
+    expect(ready.status).toBe(503);
+    expect(await ready.json()).toMatchObject({ ok: false, servers: [{ name: 'odd', state: 'starting' }] });
+  });
+
   it('refuses a worker whose lane the file places nothing in', async () => {
     const file = serversFile({ everything: everything({ pool: 'mcp' }) });
     await expect(t.fleet.worker({ tier: 'host', pool: 'other', tools: false, mcp: file })).rejects.toThrow(/places no server/);

@@ -75,6 +75,20 @@ runMain('forge-worker', async (stopRequested) => {
   } else if (args.tier !== 'host' && boxed.length > 0) {
     log.warn('FORGE_SANDBOX=off: platform/embedded handlers run inside the worker process (development only)');
   }
+  let stopping = false;
+  // A wrong call key found after start (no dispatcher had published its lane's check then), or a servers file whose
+  // slow server turns out to clash with the tools module: stop and exit 1, saying why in one line.
+  const fatal = (error: unknown): void => {
+    stopping = true;
+    void (async () => {
+      await serving.stop().catch(() => undefined);
+      await sandbox?.close().catch(() => undefined);
+      await servers?.close().catch(() => undefined);
+      await server?.close().catch(() => undefined);
+      process.stderr.write(`forge-worker: ${isFleetError(error) ? `${error.code}: ${error.message}` : String(error)}\n`);
+      process.exit(1);
+    })();
+  };
   // Set once the servers are known (below): a worker of MCP servers alone takes only the calls they can run at once.
   let concurrency = args.concurrency ?? DEFAULT_CONCURRENCY;
   // The process's id: every generation of its pool is this worker, holding the same servers' sessions.
@@ -103,80 +117,102 @@ runMain('forge-worker', async (stopRequested) => {
       metrics,
       tracer: ToolTracer.of(tracing),
       // A call key found wrong after start (no dispatcher had published its lane's check then): stop and exit 1.
-      onFatal: (error) => {
-        void (async () => {
-          await serving.stop().catch(() => undefined);
-          await sandbox?.close().catch(() => undefined);
-          await servers?.close().catch(() => undefined);
-          process.stderr.write(`forge-worker: ${isFleetError(error) ? `${error.code}: ${error.message}` : String(error)}\n`);
-          process.exit(1);
-        })();
-      },
+      onFatal: (error) => fatal(error),
       log,
     });
-  // MCP servers (--mcp): the file's servers placed in this worker's lane run here, in its tier's isolation.
-  // Loaded only then: a worker without servers does not load the MCP SDK.
-  const servers: WorkerServers | undefined =
-    args.mcp === undefined
-      ? undefined
-      : await (await import('./mcp-servers/start-servers.js')).startWorkerServers({
-          file: args.mcp,
-          tier: args.tier,
-          pool: args.pool,
-          sandbox: env.FORGE_SANDBOX === 'on',
-          strict,
-          reviveAfterMs: env.FORGE_MCP_RETRY_AFTER_MS,
-          maxResultBytes: env.FORGE_MAX_RESULT_BYTES,
-          stopRequested,
-          log,
-        });
-  if (stopRequested.aborted) {
-    // Stopped while its servers started: nothing is announced, and what was started goes (runMain then stops this).
-    await servers?.close();
-    await sandbox?.close();
-    await tracing.shutdown();
-    return { log, stop: () => Promise.resolve() };
+  // The process's pool of generations; it takes calls once started, below, with the tools then known.
+  const serving = new ServingPool({ make: makePool, id: workerId, shutdownGraceMs: env.FORGE_SHUTDOWN_GRACE_MS, log });
+  // Set below; the probes, which listen from here on, read them as they come.
+  let servers: WorkerServers | undefined;
+  let server: MetricsServer | undefined;
+  if (env.FORGE_METRICS_PORT !== 'off') {
+    // Ready while it takes calls, once each server's first start is over; a server that is down leaves the worker
+    // ready for its other tools, and is named. One still on its first start is named too (`starting`), not ready yet.
+    // They listen before the servers start: a liveness probe must not find a worker waiting for a slow server dead.
+    const ready = () => {
+      const taking = serving.ready;
+      return servers === undefined ? taking : { ok: taking && servers.settled, servers: servers.status() };
+    };
+    server = await serveMetrics({ port: env.FORGE_METRICS_PORT, host: env.FORGE_METRICS_HOST, metrics, ready });
+    log.info({ port: server.port }, 'metrics and probes listening (/metrics, /healthz, /readyz)');
   }
   const moduleTools = tools;
+  try {
+    // MCP servers (--mcp): the file's servers placed in this worker's lane run here, in its tier's isolation.
+    // Loaded only then: a worker without servers does not load the MCP SDK.
+    if (args.mcp !== undefined) {
+      await (await import('./mcp-servers/start-servers.js')).startWorkerServers({
+        file: args.mcp,
+        tier: args.tier,
+        pool: args.pool,
+        sandbox: env.FORGE_SANDBOX === 'on',
+        strict,
+        reviveAfterMs: env.FORGE_MCP_RETRY_AFTER_MS,
+        maxResultBytes: env.FORGE_MAX_RESULT_BYTES,
+        stopRequested,
+        onServers: (made) => (servers = made),
+        log,
+      });
+    }
+    if (stopRequested.aborted) {
+      // Stopped while its servers started: nothing is announced, and what was started goes (runMain then stops this).
+      await servers?.close();
+      await sandbox?.close();
+      await server?.close();
+      await tracing.shutdown();
+      return { log, stop: () => Promise.resolve() };
+    }
+  } catch (error) {
+    await servers?.close();
+    await sandbox?.close();
+    await server?.close();
+    throw error;
+  }
+  const mcp = servers;
   // Calls past what its servers can run at once would wait inside this worker for an instance, counted as started
   // here: lost with it if it dies (WORKER_LOST, though they never reached the server), and kept from an idle worker.
-  if (args.concurrency === undefined && moduleTools.length === 0 && servers !== undefined) concurrency = Math.min(MAX_CONCURRENCY, Math.max(1, servers.callSlots()));
+  if (args.concurrency === undefined && moduleTools.length === 0 && mcp !== undefined) concurrency = Math.min(MAX_CONCURRENCY, Math.max(1, mcp.callSlots()));
+  const own = new Set(moduleTools.map((t) => t.definition.name));
   const served = (): Tool[] => {
-    const own = new Set(moduleTools.map((t) => t.definition.name));
-    const fromServers = servers?.tools() ?? [];
+    const fromServers = mcp?.tools() ?? [];
     // The module's tools win: a server whose list gains one of their names does not take it over.
     for (const t of fromServers) if (own.has(t.definition.name)) log.warn({ tool: t.definition.name }, "an MCP server lists a tool of the tools module's name; the module's is served");
     return [...moduleTools, ...fromServers.filter((t) => !own.has(t.definition.name))];
   };
-  {
-    const own = new Set(moduleTools.map((t) => t.definition.name));
-    const clashes = (servers?.tools() ?? []).map((t) => t.definition.name).filter((n) => own.has(n));
-    if (clashes.length > 0) await servers?.close();
-    if (clashes.length > 0) throw new ConfigInvalidError('worker tools', [`the tools module and the MCP servers file both offer ${clashes.join(', ')}: rename the module's tools or give the server another prefix`]);
+  // A tool of the module and a server's of the same name are refused once the servers' first start is over, whether
+  // that was before the worker served (a fast server) or after (one slower than the head start): one answer for one
+  // configuration. A list that gains such a name later changes nothing (the module's is served).
+  const clash = (): ConfigInvalidError | undefined => {
+    const clashes = (mcp?.tools() ?? []).map((t) => t.definition.name).filter((n) => own.has(n));
+    return clashes.length === 0 ? undefined : new ConfigInvalidError('worker tools', [`the tools module and the MCP servers file both offer ${clashes.join(', ')}: rename the module's tools or give the server another prefix`]);
+  };
+  if (mcp?.settled === true) {
+    const refused = clash();
+    if (refused !== undefined) {
+      await mcp.close();
+      await sandbox?.close();
+      await server?.close();
+      throw refused;
+    }
   }
-  const serving = new ServingPool({ make: makePool, id: workerId, shutdownGraceMs: env.FORGE_SHUTDOWN_GRACE_MS, log });
-  let server: MetricsServer | undefined;
   try {
     await serving.start(served());
     const retool = (): Promise<void> => serving.retool(served()).catch((err: unknown) => log.error({ err }, 'could not serve the MCP servers\' new tools; the previous set is served'));
-    servers?.on('toolsChanged', () => void retool());
+    mcp?.on('toolsChanged', () => void retool());
     // Said once the last server's first start is over and what it gave is served (its tools announced): from this
     // line on, every server is up or known down, and a tool of one that is up is found by any dispatcher.
-    void servers
-      ?.whenSettled()
-      .then(retool)
-      .then(() => log.info({ servers: servers.status().map((st) => ({ name: st.name, state: st.state, tools: st.tools })) }, 'MCP servers settled'));
-    if (env.FORGE_METRICS_PORT !== 'off') {
-      // Ready while it takes calls, once each server's first start is over; a server that is down leaves the worker
-      // ready for its other tools, and is named. One still on its first start is named too (`starting`), not ready yet.
-      const ready = () => (servers === undefined ? serving.ready : { ok: serving.ready && servers.settled, servers: servers.status() });
-      server = await serveMetrics({ port: env.FORGE_METRICS_PORT, host: env.FORGE_METRICS_HOST, metrics, ready });
-      log.info({ port: server.port }, 'metrics and probes listening (/metrics, /healthz, /readyz)');
-    }
+    void mcp?.whenSettled().then(async () => {
+      if (stopRequested.aborted || stopping) return;
+      const refused = clash();
+      if (refused !== undefined) return fatal(refused);
+      await retool();
+      log.info({ servers: mcp.status().map((st) => ({ name: st.name, state: st.state, tools: st.tools })) }, 'MCP servers settled');
+    });
   } catch (error) {
     await serving.stop();
     await sandbox?.close();
-    await servers?.close();
+    await mcp?.close();
+    await server?.close();
     throw error;
   }
   // The pool bounds its own shutdown: after the grace period it aborts what is still running; then the sandbox goes.
@@ -186,9 +222,10 @@ runMain('forge-worker', async (stopRequested) => {
     // (a stop whose Redis went first must not hang the process).
     forceExitAfterMs: env.FORGE_SHUTDOWN_GRACE_MS + 15_000,
     stop: async () => {
+      stopping = true;
       await serving.stop();
       await sandbox?.close();
-      await servers?.close();
+      await mcp?.close();
       await server?.close();
       await tracing.shutdown();
     },

@@ -180,7 +180,7 @@ export class CatalogView {
     const refused = this.#refused.get(name);
     if (entry === undefined && refused !== undefined) throw refused.error;
     if (entry === undefined) {
-      throw new ToolNotFoundError(name, { known: this.list().map((d) => d.name), remedy: "no worker has announced it — check the name, or start a worker whose tools module defines it (--tools) or whose servers file places in its lane a server that lists it (--mcp)" });
+      throw new ToolNotFoundError(name, { known: this.list().map((d) => d.name), remedy: "no worker has announced it — check the name, or start a worker whose tools module defines it (--tools) or whose servers file places in its lane a server that lists it (--mcp); a server still on its first start lists its tools once it is up (its worker's /readyz names it 'starting')" });
     }
     if (entry.liveWorkers === 0) throw new NoWorkerError(name, laneQueueName(this.prefix, entry.lane), { lane: parseLane(entry.lane) });
     return entry.definition;

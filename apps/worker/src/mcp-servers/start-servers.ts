@@ -28,6 +28,8 @@ export interface StartServersOptions {
   readonly reviveAfterMs: number | undefined;
   /** A stop asked for while the servers start: the start waits no more (see WorkerServers.start). */
   readonly stopRequested?: AbortSignal;
+  /** Handed the servers as soon as they are made, before they start: the worker's probes show them while they do. */
+  readonly onServers?: (servers: WorkerServers) => void;
   readonly log: Logger;
 }
 
@@ -50,6 +52,7 @@ export async function startWorkerServers(o: StartServersOptions): Promise<Worker
   if (servers.names.length === 0) {
     throw new ConfigInvalidError('MCP servers file', [`${file.source} places no server (and no tool) in tier ${o.tier}${o.pool === undefined ? '' : `, pool ${o.pool}`}: give this worker the --tier/--pool of a server, or set tier/pool in the file`]);
   }
+  o.onServers?.(servers);
   o.log.info({ servers: servers.names }, 'MCP servers starting');
   await servers.start(o.stopRequested);
   for (const s of servers.status()) o.log.info({ server: s.name, state: s.state, tools: s.tools, ...(s.error === undefined ? {} : { err: s.error }) }, 'MCP server');
