@@ -235,8 +235,10 @@ describe('a pool of MCP server instances', () => {
     expect(pool.status().state).toBe('running');
     expect(textOf(await pool.call({ tool: 'pid', arguments: {} }))).toBe(String(pid));
     expect(besideSettled).toBe(false);
+    // Watched before the close that fails it: closing waits for the instance's reaper, after the call has failed.
+    const besideFailure = failureOf(beside);
     await pool.close();
-    expect(await failureOf(beside)).toMatchObject({ code: 'MCP_SERVER_LOST' });
+    expect(await besideFailure).toMatchObject({ code: 'MCP_SERVER_LOST' });
   });
 
   it('replaces an instance that stops answering after a call timed out', async () => {
