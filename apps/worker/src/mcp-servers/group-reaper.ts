@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { setTimeout as delay } from 'node:timers/promises';
 
 /**
  * Reads its stdin until end of file, then SIGKILLs the process group `$1`.
@@ -65,5 +66,16 @@ export class GroupReaper {
   /** Ends the reaper without its kill: the worker has killed the group itself. Idempotent. */
   stop(): void {
     if (this.#child.exitCode === null && this.#child.signalCode === null) this.#child.kill('SIGKILL');
+  }
+
+  /**
+   * Stops the reaper and waits until it has exited and been reaped, for at
+   * most `ms`: a worker that stops right after would otherwise leave it to
+   * PID 1 (a zombie, under an init that never reaps), and a reaper is never
+   * worth a hung shutdown.
+   */
+  async stopAndReap(ms: number): Promise<void> {
+    this.stop();
+    await Promise.race([this.exited, delay(ms, undefined, { ref: false })]);
   }
 }

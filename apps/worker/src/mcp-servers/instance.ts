@@ -1,5 +1,4 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { setTimeout as delay } from 'node:timers/promises';
 import type { PassThrough, Stream } from 'node:stream';
 import { McpServerLostError, UnavailableError } from '@forge-fleet/shared';
 import { getDefaultEnvironment, StdioClientTransport, type StdioServerParameters } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -13,6 +12,7 @@ import { redactSecrets } from './secret-value.js';
 import { StderrLines } from './stderr-lines.js';
 import { StderrTail } from './stderr-tail.js';
 import { StdoutWatch } from './stdout-watch.js';
+import { ToldPerWindow } from './told-per-window.js';
 import { type LaunchTools, stdioLaunch } from './launch-command.js';
 import type { McpStdioLaunch } from './pool-options.js';
 import { answeredRevision, isMcpError, refusedRevisions, revisionRefusal, schemaIssue, UpstreamInstance, type UpstreamHooks } from './upstream-instance.js';
@@ -33,37 +33,8 @@ const STDERR_TAIL_CHARS = 4096;
 /** How long closing an instance waits for its stopped reaper to exit and be reaped. */
 const REAPER_EXIT_MS = 1000;
 
-/** Unreadable stdout lines of a server logged per window at most (see {@link WindowCount}). */
+/** Unreadable stdout lines of a server logged per window at most (see told-per-window.ts). */
 const UNREADABLE_PER_WINDOW = 10;
-
-/**
- * At most `max` events a window are told; the others are counted. {@link take} answers `'drop'` for an event not
- * to tell, else how many were dropped since the last one told (to tell first, as a count).
- */
-class WindowCount {
-  #start = Number.NEGATIVE_INFINITY;
-  #told = 0;
-  #dropped = 0;
-  constructor(
-    private readonly max: number,
-    private readonly windowMs: number,
-  ) {}
-
-  take(now = Date.now()): number | 'drop' {
-    if (now - this.#start >= this.windowMs) {
-      this.#start = now;
-      this.#told = 0;
-    }
-    if (this.#told >= this.max) {
-      this.#dropped += 1;
-      return 'drop';
-    }
-    this.#told += 1;
-    const dropped = this.#dropped;
-    this.#dropped = 0;
-    return dropped;
-  }
-}
 
 /** Lines of a server's stderr logged per window at most; a server printing more is told as a count. */
 const STDERR_LINES_PER_WINDOW = 100;
@@ -286,7 +257,7 @@ export class McpInstance extends UpstreamInstance {
     // here, for the operator: a call whose answer was such a line then ends at its timeout, and the log says why.
     const onUnreadable = options.onUnreadable;
     if (onUnreadable !== undefined) {
-      const told = new WindowCount(UNREADABLE_PER_WINDOW, STDERR_WINDOW_MS);
+      const told = new ToldPerWindow(UNREADABLE_PER_WINDOW, STDERR_WINDOW_MS);
       instance.client.onerror = (error) => {
         const left = told.take();
         if (left === 'drop') return;
@@ -311,8 +282,7 @@ export class McpInstance extends UpstreamInstance {
       if (transport.spawnedPid !== undefined) killGroup(transport.spawnedPid);
       await instance.client.close().catch(() => undefined);
       if (transport.spawnedPid !== undefined) killGroup(transport.spawnedPid);
-      transport.reaper?.stop();
-      if (transport.reaper !== undefined) await Promise.race([transport.reaper.exited, delay(REAPER_EXIT_MS, undefined, { ref: false })]);
+      await transport.reaper?.stopAndReap(REAPER_EXIT_MS);
       // What it printed before it died is the likeliest reason: read the rest of its stderr (briefly) before saying why.
       await stderrEnded(transport.stderr, STDERR_DRAIN_MS);
       const revisions = err instanceof McpError ? refusedRevisions(err.code, err.data) : undefined;
@@ -405,10 +375,8 @@ export class McpInstance extends UpstreamInstance {
     killGroup(this.#pid);
     killEach(escaped);
     await ended;
-    // Its reaper, stopped as it ended, reaped before this resolves: a worker that stops right after would leave
-    // it to PID 1 (a zombie, under an init that never reaps). Bounded: a reaper is never worth a hung shutdown.
-    const reaper = this.#reaper;
-    if (reaper !== undefined) await Promise.race([reaper.exited, delay(REAPER_EXIT_MS, undefined, { ref: false })]);
+    // Its reaper (stopped as the server ended) is reaped before this resolves, or a worker that stops right after leaves it to PID 1.
+    await this.#reaper?.stopAndReap(REAPER_EXIT_MS);
   }
 
   /**

@@ -1,5 +1,6 @@
 import { StringDecoder } from 'node:string_decoder';
 import { redactSecrets } from './secret-value.js';
+import { ToldPerWindow } from './told-per-window.js';
 
 /** The most characters of one stderr line that are passed on; the rest are counted. */
 const MAX_LINE_CHARS = 2_000;
@@ -31,9 +32,7 @@ export class StderrLines {
   #held = '';
   #chars = 0;
   readonly #keep: number;
-  #windowStart = Number.NEGATIVE_INFINITY;
-  #passed = 0;
-  #left = 0;
+  readonly #told: ToldPerWindow;
 
   constructor(options: StderrLinesOptions, line: (line: string) => void, dropped: (lines: number) => void) {
     this.#o = options;
@@ -41,6 +40,7 @@ export class StderrLines {
     this.#dropped = dropped;
     // A secret cut at the line's bound must still be found whole, or a prefix of it would be shown.
     this.#keep = MAX_LINE_CHARS + Math.max(0, ...options.secrets.map((s) => s.length));
+    this.#told = new ToldPerWindow(options.maxLines, options.windowMs, options.now);
   }
 
   push(chunk: Buffer): void {
@@ -59,8 +59,8 @@ export class StderrLines {
   end(): void {
     this.#take(this.#decoder.end());
     this.#endLine();
-    if (this.#left > 0) this.#dropped(this.#left);
-    this.#left = 0;
+    const left = this.#told.drain();
+    if (left > 0) this.#dropped(left);
   }
 
   #take(part: string): void {
@@ -82,18 +82,9 @@ export class StderrLines {
   }
 
   #pass(text: string): void {
-    const now = (this.#o.now ?? Date.now)();
-    if (now - this.#windowStart >= this.#o.windowMs) {
-      if (this.#left > 0) this.#dropped(this.#left);
-      this.#windowStart = now;
-      this.#passed = 0;
-      this.#left = 0;
-    }
-    if (this.#passed >= this.#o.maxLines) {
-      this.#left += 1;
-      return;
-    }
-    this.#passed += 1;
+    const left = this.#told.take();
+    if (left === 'drop') return;
+    if (left > 0) this.#dropped(left);
     this.#line(text);
   }
 }
