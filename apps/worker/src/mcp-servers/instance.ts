@@ -1,16 +1,13 @@
-import { type ChildProcess, spawn } from 'node:child_process';
-import type { PassThrough, Stream } from 'node:stream';
+import type { Stream } from 'node:stream';
 import { McpServerLostError, UnavailableError } from '@forge-fleet/shared';
-import { getDefaultEnvironment, StdioClientTransport, type StdioServerParameters } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { type JSONRPCMessage, McpError, ErrorCode as McpErrorCode } from '@modelcontextprotocol/sdk/types.js';
-import { Outbox } from '../sandbox/framing.js';
-import { AnswerLines } from './answer-lines.js';
-import { MODERN_ONLY, MODERN_REVISION, ModernEraBridge } from './modern-era.js';
-import { GroupReaper } from './group-reaper.js';
-import { descendantsOf, descriptorsOf, holdersOf, killEach, type ProcessEntry } from './process-tree.js';
+import { McpError, ErrorCode as McpErrorCode } from '@modelcontextprotocol/sdk/types.js';
+import { MODERN_ONLY, MODERN_REVISION } from './modern-era.js';
+import type { GroupReaper } from './group-reaper.js';
+import { descendantsOf, killEach, killGroup, type ProcessEntry } from './process-tree.js';
 import { redactSecrets } from './secret-value.js';
 import { StderrLines } from './stderr-lines.js';
 import { StderrTail } from './stderr-tail.js';
+import { type ProcessEnd, SpawnAwareTransport } from './stdio-transport.js';
 import { StdoutWatch } from './stdout-watch.js';
 import { ToldPerWindow } from './told-per-window.js';
 import { type LaunchTools, stdioLaunch } from './launch-command.js';
@@ -21,9 +18,6 @@ export type { McpCallOptions, McpInstanceEvents, McpInstanceExit } from './upstr
 
 /** How long a failed start waits for the rest of the server's stderr. */
 const STDERR_DRAIN_MS = 250;
-
-/** How long a server's stdio may stay open after its process exited, to bring what it wrote last (see endsWithItsProcess). */
-const EXIT_DRAIN_MS = 250;
 
 /** The most of a server's stderr a failure to start quotes: its last lines, up to this many characters. */
 const STDERR_MESSAGE_CHARS = 1000;
@@ -39,173 +33,6 @@ const UNREADABLE_PER_WINDOW = 10;
 /** Lines of a server's stderr logged per window at most; a server printing more is told as a count. */
 const STDERR_LINES_PER_WINDOW = 100;
 const STDERR_WINDOW_MS = 10_000;
-
-/**
- * The SDK's transport with its spawn made visible, so a process that fails
- * `initialize` can still be killed by pid, and with its sends coalesced: the
- * SDK writes each message to the server's stdin on its own, a syscall and a
- * wake-up of the server each, while a worker under load sends many calls per
- * turn. They leave in one write at the end of the loop iteration (the
- * sandbox channel's Outbox). A send resolves once queued: what stdin buffers
- * is bounded by the calls in flight on the instance (`callsPerInstance`).
- */
-class SpawnAwareTransport extends StdioClientTransport {
-  spawnedPid: number | undefined;
-  /** How the process ended, once it has: a failed start says it (the SDK says only "Connection closed"). */
-  exited: ProcessEnd | undefined;
-  /** The group's reaper, started the moment the server has a pid (see group-reaper.ts). */
-  reaper: GroupReaper | undefined;
-  /** Set when the server closed its stdout while it ran on, and was ended for it (see {@link endsWithItsStdout}). */
-  stdoutClosed = false;
-  #outbox: Outbox | undefined;
-  readonly #reaperShell: string | undefined;
-  readonly #modern: boolean;
-  /** Between the client and a server that speaks only MCP 2026-07-28 (see modern-era.ts); undefined for every other server. */
-  #bridge: ModernEraBridge | undefined;
-
-  /**
-   * @param reaperShell the shell to run a group reaper in, or undefined where a PID namespace reaps.
-   * @param maxMessageBytes the most one message of the server may take (see answer-lines.ts).
-   * @param modern whether the server speaks only MCP 2026-07-28, so the client's messages go through a {@link ModernEraBridge}.
-   */
-  /** Descriptors the process gets after its stdio, as 3, 4, …: a sandboxed server's pinned paths, for bubblewrap. */
-  readonly #descriptors: readonly number[];
-
-  constructor(parameters: StdioServerParameters, reaperShell: string | undefined, modern: boolean, maxMessageBytes: number, descriptors: readonly number[] = []) {
-    super(parameters);
-    this.#descriptors = descriptors;
-    this.#reaperShell = reaperShell;
-    this.#modern = modern;
-    // The SDK's reader, in a field TypeScript calls private (SDK pinned in package-lock.json), closes the
-    // connection on an oversized message; ours drops that message and fails only its call (answer-lines.ts).
-    const self = this as unknown as { _readBuffer?: unknown };
-    if (self._readBuffer !== undefined) self._readBuffer = new AnswerLines(maxMessageBytes);
-  }
-
-  override async start(): Promise<void> {
-    await (this.#descriptors.length === 0 ? super.start() : this.#spawnWithDescriptors());
-    this.spawnedPid = this.pid ?? undefined;
-    if (this.spawnedPid !== undefined && this.#reaperShell !== undefined) this.reaper = GroupReaper.start(this.#reaperShell, this.spawnedPid);
-    // The SDK keeps its child in a field TypeScript calls private (SDK pinned in package-lock.json); were it
-    // ever gone, sends would go one write each, through the SDK's own send.
-    const child = (this as unknown as { _process?: ChildProcess })._process;
-    const stdin = child?.stdin;
-    if (stdin != null) this.#outbox = new Outbox((text) => stdin.write(text));
-    if (child !== undefined) {
-      endsWithItsProcess(child);
-      endsWithItsStdout(child, () => (this.stdoutClosed = true));
-      child.once('exit', (code, signal) => (this.exited = { code, signal }));
-    }
-    if (this.#modern) {
-      // The client set its handler before it started the transport; the bridge goes in front of it.
-      const toClient = this.onmessage;
-      const bridge = new ModernEraBridge(
-        (message) => void this.#write(message),
-        (message) => toClient?.(message),
-      );
-      this.#bridge = bridge;
-      this.onmessage = (message) => bridge.fromServer(message);
-    }
-  }
-
-  /**
-   * The SDK's start, with more descriptors than stdio: its spawn takes only
-   * three. What it sets up is set up the same way, in the same fields, so
-   * its send, close, pid and stderr work on this process as on its own
-   * (SDK pinned in package-lock.json).
-   */
-  #spawnWithDescriptors(): Promise<void> {
-    const sdk = this as unknown as SdkTransportFields;
-    const params = sdk._serverParams;
-    return new Promise((resolve, reject) => {
-      const child = spawn(params.command, params.args ?? [], {
-        env: { ...getDefaultEnvironment(), ...params.env },
-        stdio: ['pipe', 'pipe', params.stderr ?? 'inherit', ...this.#descriptors],
-        shell: false,
-        ...(params.cwd === undefined ? {} : { cwd: params.cwd }),
-      });
-      sdk._process = child;
-      child.on('error', (error) => {
-        reject(error);
-        this.onerror?.(error);
-      });
-      child.on('spawn', () => resolve());
-      child.on('close', () => {
-        sdk._process = undefined;
-        this.onclose?.();
-      });
-      child.stdin?.on('error', (error) => this.onerror?.(error));
-      child.stdout?.on('data', (chunk: Buffer) => {
-        try {
-          sdk._readBuffer.append(chunk);
-          sdk.processReadBuffer();
-        } catch (error) {
-          this.onerror?.(error instanceof Error ? error : new Error(String(error)));
-          this.close().catch(() => undefined);
-        }
-      });
-      child.stdout?.on('error', (error) => this.onerror?.(error));
-      if (sdk._stderrStream !== null && child.stderr !== null) child.stderr.pipe(sdk._stderrStream);
-    });
-  }
-
-  override send(message: JSONRPCMessage): Promise<void> {
-    if (this.#bridge === undefined) return this.#write(message);
-    return this.#bridge.fromClient(message);
-  }
-
-  #write(message: JSONRPCMessage): Promise<void> {
-    if (this.#outbox === undefined || this.pid === null) return super.send(message);
-    this.#outbox.send(JSON.stringify(message));
-    return Promise.resolve();
-  }
-
-  override async close(): Promise<void> {
-    // What this turn queued goes before stdin ends (a write after end would fail).
-    this.#outbox?.flush();
-    this.#outbox = undefined;
-    this.#bridge?.close();
-    await super.close();
-  }
-}
-
-/** The fields of the SDK's transport its start sets up (TypeScript calls them private). */
-interface SdkTransportFields {
-  _process: ChildProcess | undefined;
-  readonly _serverParams: StdioServerParameters;
-  readonly _readBuffer: { append(chunk: Buffer): void };
-  readonly _stderrStream: PassThrough | null;
-  processReadBuffer(): void;
-}
-
-/**
- * Makes the end of the server's process the end of its stdio. The SDK learns
- * that a server has gone when its stdio closes, not when it exits; a helper
- * the server left running with its stdout (a daemon that did not close it, in
- * a session of its own, so the group kill misses it) kept the instance
- * "alive" with no process behind it: calls hung until their timeout, no
- * replacement came, and shutdown waited out its grace. Once the process has
- * exited, its stdio has {@link EXIT_DRAIN_MS} to bring what it wrote last;
- * then whoever else holds those pipes is killed and the worker's ends are
- * closed, which ends the instance as any exit does.
- */
-function endsWithItsProcess(child: ChildProcess): void {
-  // Read now, while the process lives: its descriptors 0–2 are the pipes anyone holding them shares.
-  const pipes = child.pid === undefined ? new Set<string>() : descriptorsOf(child.pid, [0, 1, 2]);
-  let closed = false;
-  child.once('close', () => (closed = true));
-  const afterExit = (): void => {
-    setTimeout(() => {
-      if (closed) return;
-      killEach(holdersOf(pipes, process.pid));
-      child.stdin?.destroy();
-      child.stdout?.destroy();
-      child.stderr?.destroy();
-    }, EXIT_DRAIN_MS).unref();
-  };
-  if (child.exitCode !== null || child.signalCode !== null) afterExit();
-  else child.once('exit', afterExit);
-}
 
 /** Shorter values are not redacted: replacing every `1` or `on` of a tail would hide the tail, not a secret. */
 const MIN_REDACTED_LENGTH = 4;
@@ -305,7 +132,7 @@ export class McpInstance extends UpstreamInstance {
     instance.#reaper = transport.reaper;
     instance.#unconfined = needsReaper;
     // In a PID namespace the launchers stay the server's parents and hold its stdout too: its end of file never
-    // comes when the server closes it (see stdout-watch.ts). Outside one, endsWithItsStdout sees it.
+    // comes when the server closes it (see stdout-watch.ts). Outside one, endsWithItsStdout (stdio-transport.ts) sees it.
     const watch = needsReaper
       ? undefined
       : StdoutWatch.start(pid, () => {
@@ -392,46 +219,6 @@ export class McpInstance extends UpstreamInstance {
   protected override lost(toolName: string, cause?: unknown): McpServerLostError {
     return new McpServerLostError(toolName, this.server, this.#pid, { stderrTail: this.stderrTail.trim().slice(-1000), cause });
   }
-}
-
-/**
- * SIGKILLs a process group; one already gone is not an error. The group, never
- * the bare pid: once the leader is reaped its pid may belong to someone else,
- * while a group id stays taken as long as any member lives.
- */
-function killGroup(pgid: number): void {
-  try {
-    process.kill(-pgid, 'SIGKILL');
-  } catch {
-    // ESRCH: the whole group is gone already.
-  }
-}
-
-/**
- * Makes the end of the server's stdout the end of its process. A server
- * answers on its stdout; one that closes it and runs on can answer nothing
- * more, yet the SDK waits for the process to exit as well: its calls hung to
- * their timeout (ended EXECUTION_TIMEOUT, blaming the tool), and calls sent
- * meanwhile went to it. A stdout that ends without the process exiting within
- * {@link EXIT_DRAIN_MS} (an exit closes it too, a moment before its `exit`
- * event) has its group killed, which ends the instance as any exit does:
- * `MCP_SERVER_LOST` for its calls, a replacement.
- */
-function endsWithItsStdout(child: ChildProcess, onClosedAlive: () => void): void {
-  const exited = (): boolean => child.exitCode !== null || child.signalCode !== null;
-  child.stdout?.once('end', () => {
-    setTimeout(() => {
-      if (exited() || child.pid === undefined) return;
-      onClosedAlive();
-      killGroup(child.pid);
-    }, EXIT_DRAIN_MS).unref();
-  });
-}
-
-/** How a process ended, as its `exit` event tells it: a status, or the signal that killed it. */
-interface ProcessEnd {
-  readonly code: number | null;
-  readonly signal: NodeJS.Signals | null;
 }
 
 /** `exited with status 1`, `was killed by signal SIGSEGV`. */

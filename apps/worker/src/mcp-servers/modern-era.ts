@@ -53,7 +53,7 @@ type Params = Record<string, unknown> & { _meta?: Record<string, unknown> };
  * Everything else (results, progress, cancels, the list changes) passes
  * unchanged: those messages are the same in both revisions. The bridge
  * carries no bytes itself: over stdio it sits in the process's transport
- * (instance.ts), over HTTP in a transport of its own (modern-http-transport.ts).
+ * (stdio-transport.ts), over HTTP in a transport of its own (modern-http-transport.ts).
  */
 export class ModernEraBridge {
   readonly #toServer: (message: JSONRPCMessage) => Promise<void> | void;

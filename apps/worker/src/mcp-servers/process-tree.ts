@@ -127,3 +127,16 @@ function readTable(): ProcessEntry[] {
     return [];
   }
 }
+
+/**
+ * SIGKILLs a process group; one already gone is not an error. The group, never
+ * the bare pid: once the leader is reaped its pid may belong to someone else,
+ * while a group id stays taken as long as any member lives.
+ */
+export function killGroup(pgid: number): void {
+  try {
+    process.kill(-pgid, 'SIGKILL');
+  } catch {
+    // ESRCH: the whole group is gone already.
+  }
+}
