@@ -16,13 +16,16 @@ import { until } from '../fixtures/wait.js';
  * what its caller asks with the filesystem and sockets of its view.
  */
 
-/** The hostile server: `read`, `swap` (a directory for a symlink to `target`), `connect` (a Unix socket), `exit`. */
+/**
+ * The hostile server: `read`, `swap` (a directory for a symlink to `target`), `connect` (a Unix socket), `exit`,
+ * `writable` (the files under a directory it could write, the processes' own under /proc left out).
+ */
 const HOSTILE = String.raw`
 const fs = require('node:fs');
 const net = require('node:net');
 const send = (m) => process.stdout.write(JSON.stringify({ jsonrpc: '2.0', ...m }) + '\n');
 const text = (id, t, isError = false) => send({ id, result: { content: [{ type: 'text', text: String(t) }], isError } });
-const tools = ['read', 'swap', 'connect', 'exit'].map((name) => ({ name, inputSchema: { type: 'object' } }));
+const tools = ['read', 'swap', 'connect', 'exit', 'writable'].map((name) => ({ name, inputSchema: { type: 'object' } }));
 require('node:readline').createInterface({ input: process.stdin }).on('line', (line) => {
   const m = JSON.parse(line);
   const a = m.params?.arguments ?? {};
@@ -37,6 +40,24 @@ require('node:readline').createInterface({ input: process.stdin }).on('line', (l
         socket.once('data', (d) => { text(m.id, 'connected: ' + d); socket.destroy(); });
         socket.once('error', (e) => text(m.id, 'refused: ' + e.code, true));
       } else if (m.params.name === 'exit') process.exit(1);
+      else if (m.params.name === 'writable') {
+        // Every file under a.path the kernel would let this process write (no write is made): one per line.
+        const found = [];
+        const walk = (dir, depth) => {
+          let names = [];
+          try { names = fs.readdirSync(dir); } catch { return; }
+          for (const name of names) {
+            if (depth === 0 && (/^[0-9]+$/.test(name) || name === 'self' || name === 'thread-self')) continue;
+            const path = dir + '/' + name;
+            let st;
+            try { st = fs.lstatSync(path); } catch { continue; }
+            if (st.isDirectory()) { if (depth < 6) walk(path, depth + 1); }
+            else if (st.isFile()) { try { fs.accessSync(path, fs.constants.W_OK); found.push(path); } catch {} }
+          }
+        };
+        walk(a.path, 0);
+        text(m.id, found.join('\n'));
+      }
     } catch (e) { text(m.id, 'failed: ' + e.code, true); }
   } else if (m.id !== undefined) send({ id: m.id, result: {} });
 });
@@ -123,6 +144,25 @@ describe('a sandboxed MCP server attacking what lies outside its view', () => {
     expect(await t.client.call('box.read', { path: '/proc/1/cmdline' })).toMatchObject({ isError: false });
     // Root of its user namespace, it would be able to unmount that /proc and see the host's again: it has no capability.
     expect(await t.client.call('box.read', { path: '/proc/self/status' })).toMatchObject({ content: expect.stringMatching(/CapEff:\s+0000000000000000\nCapBnd:\s+0000000000000000/) as string });
+  });
+
+  // The fleet may run as root (it does in CI): the server is then root of its user namespace as the host's root,
+  // and the kernel lets the owner of a file write it without any capability. Whatever of /proc the host's root owns
+  // and may write (sysctls, among them kernel.core_pattern, which names a program the kernel runs as root) must be
+  // out of its reach, with and without root.
+  it("can write nothing of the host kernel's through /proc: no sysctl, no other file of /proc but its own processes'", async () => {
+    const out = mcp.mkdir('out');
+    writeFileSync(join(out, 'mine.txt'), 'may be written');
+    const servers = mcp.write({ box: hostile({ read: [], write: [out] }) });
+    await t.fleet.worker({ tier: 'platform', tools: false, mcp: servers, env: { FORGE_SANDBOX: 'on' } });
+    const { url } = await t.fleet.dispatcher({ FORGE_APPROVAL: 'auto' });
+    t.client = new FleetClient({ url, timeoutMs: 20_000 });
+    await until('box.writable in the catalog', async () => (await t.client!.tools()).some((tool) => tool.name === 'box.writable'));
+    // The walk finds what the server may write: its declared `write` path.
+    expect(await t.client.call('box.writable', { path: out })).toMatchObject({ isError: false, content: join(out, 'mine.txt') });
+    const proc = await t.client.call('box.writable', { path: '/proc' });
+    expect(proc).toMatchObject({ isError: false, content: '' });
+    expect(await t.client.call('box.read', { path: '/proc/sys/kernel/core_pattern' })).toMatchObject({ isError: false });
   });
 
   it('cannot connect to a host Unix socket inside its read-only paths', async () => {

@@ -203,6 +203,29 @@ describe('sandbox hardening: Unix sockets (item 2)', () => {
   }, 60_000);
 });
 
+describe("sandbox hardening: the host kernel's settings", () => {
+  // A worker run by root (as in CI) makes the sandbox's root the host's root, and the owner of a file may write it
+  // without any capability: /proc/sys (kernel.core_pattern among them) must be mounted read-only in the sandbox.
+  it("mounts the sandbox's /proc read-only, so no sysctl of the host can be written from it", async () => {
+    const setup = await sandboxedFleet({ FORGE_SANDBOX_SIZE: '1' });
+    try {
+      const client = await setup.caller('attacker');
+      expect(await client.call('slow', { ms: 1 }, { timeoutMs: CALL_TIMEOUT_MS })).toMatchObject({ isError: false });
+      const nodes = sandboxNodes(setup.worker.pid);
+      expect(nodes.length).toBeGreaterThanOrEqual(1);
+      for (const pid of nodes) {
+        // mountinfo: id, parent, dev, root, mount point, options, …
+        const mounts = readFileSync(`/proc/${pid}/mountinfo`, 'utf8').trim().split('\n').map((line) => line.split(' '));
+        const proc = mounts.filter((fields) => fields[4] === '/proc');
+        expect(proc.length).toBeGreaterThanOrEqual(1);
+        for (const fields of proc) expect(fields[5]!.split(',')).toContain('ro');
+      }
+    } finally {
+      await teardown(setup);
+    }
+  }, 60_000);
+});
+
 describe('sandbox hardening: a process frozen at zero CPU (item 3)', () => {
   it("two freezing calls on a pool of two fail, while another caller's calls in flight all complete", async () => {
     const setup = await sandboxedFleet({ FORGE_SANDBOX_SIZE: '2' });

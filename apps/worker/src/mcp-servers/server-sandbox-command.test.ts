@@ -98,7 +98,7 @@ describe('the launch command of an MCP server', () => {
     // Nothing else is writable, and nothing of the host's home, /run, /var or /tmp is bound.
     expect(view.filter(([kind]) => kind === '--bind' || kind === '--bind-fd')).toHaveLength(1);
     expect(view.some(([, source]) => /^\/(run|var|home|root|tmp)(\/|$)/.test(source ?? '') && !(source ?? '').startsWith(dir))).toBe(false);
-    expect(bwrap.join(' ')).toContain('--proc /proc --dev /dev --tmpfs /tmp');
+    expect(bwrap.join(' ')).toContain('--proc /proc --remount-ro /proc --dev /dev --tmpfs /tmp');
     expect(bwrap.join(' ')).toContain(`--remount-ro / --chdir ${data} -- /usr/bin/env -u PWD -- /usr/bin/env --version`);
     // The working directory is set inside the view, and values travel in the environment, never on the command line.
     expect(params.cwd).toBeUndefined();

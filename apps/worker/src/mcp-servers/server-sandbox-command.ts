@@ -1,7 +1,7 @@
 import { accessSync, constants, existsSync, lstatSync, readlinkSync, realpathSync, statSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { ConfigInvalidError } from '@forge-fleet/shared';
-import { BWRAP_ISOLATION, UNSHARE_FLAGS } from '../sandbox/probe.js';
+import { BWRAP_ISOLATION, BWRAP_PROC, UNSHARE_FLAGS } from '../sandbox/probe.js';
 import { withRlimits } from '../sandbox/rlimits.js';
 import { childDescriptor, PinnedPaths } from './pinned-paths.js';
 import type { ServerSandboxProbe } from './server-sandbox-layers.js';
@@ -141,8 +141,7 @@ export function sandboxedCommand(programs: SandboxPrograms, launch: { readonly s
     ...BWRAP_ISOLATION,
     // No Unix socket of its own (unix-socket-filter.ts): a read-only bind of a live socket would not stop a connect.
     ...(filter === undefined ? [] : ['--seccomp', String(pinned.hold(filter))]),
-    '--proc',
-    '/proc',
+    ...BWRAP_PROC,
     '--dev',
     '/dev',
     '--tmpfs',

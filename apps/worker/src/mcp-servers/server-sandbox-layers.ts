@@ -54,7 +54,7 @@ export function serverSandboxLayers(probe: ServerSandboxProbe): ServerSandboxLay
 export function missingServerSandboxLayers(layers: ServerSandboxLayers): string[] {
   const missing: string[] = [];
   if (layers.network === 'none') missing.push('network namespace (bubblewrap or unshare): sandboxed MCP servers can reach the network');
-  if (layers.filesystem === 'none') missing.push('filesystem view (bubblewrap): sandboxed MCP servers see every file the worker\'s user can, not only their declared paths; install bubblewrap');
+  if (layers.filesystem === 'none') missing.push('filesystem view (bubblewrap): sandboxed MCP servers see every file the worker\'s user can, not only their declared paths (under a worker run by root, they may write every file root owns); install bubblewrap');
   if (layers.processes === 'process-group') missing.push('PID namespace (bubblewrap or unshare): a process a server starts outside its process group can outlive it');
   if (layers.processes === 'namespace-host-proc') missing.push("/proc of its own (bubblewrap, or unshare --mount-proc): sandboxed MCP servers see the host's processes and their command lines in /proc");
   if (layers.rlimits === 'none') missing.push('rlimits (prlimit or /bin/sh ulimit): sandboxed MCP servers run without CPU-time, memory, open-file and process caps');

@@ -15,10 +15,23 @@ export const UNSHARE_FLAGS = ['--user', '--map-root-user', '--net', '--pid', '--
 export const BWRAP_ISOLATION = ['--unshare-all', '--die-with-parent', '--new-session', '--cap-drop', 'ALL'] as const;
 
 /**
- * {@link BWRAP_ISOLATION} with a fresh /proc and /dev, starting in `/`. The
+ * A /proc of the sandbox's PID namespace, read-only. Why read-only: a worker
+ * run by root makes the sandbox's root the host's root (its user namespace
+ * maps 0 to 0), and the kernel lets the owner of a file write it with no
+ * capability at all. The host's sysctls under /proc/sys (`kernel.core_pattern`
+ * names a program the kernel runs as root), /proc/mtrr and the like are owned
+ * by root. bubblewrap covers a few (/proc/irq, /proc/bus), not /proc/sys: it
+ * judges by the directory's own mode. A read-only mount closes every such
+ * file at once, whatever the kernel adds; a process writes little of its own
+ * there (its `oom_score_adj`, its `comm`), which a sandbox does without.
+ */
+export const BWRAP_PROC = ['--proc', '/proc', '--remount-ro', '/proc'] as const;
+
+/**
+ * {@link BWRAP_ISOLATION} with a fresh, read-only /proc and a fresh /dev, starting in `/`. The
  * filesystem view is added per sandbox (see launch.ts).
  */
-export const BWRAP_FLAGS = [...BWRAP_ISOLATION, '--proc', '/proc', '--dev', '/dev', '--chdir', '/'] as const;
+export const BWRAP_FLAGS = [...BWRAP_ISOLATION, ...BWRAP_PROC, '--dev', '/dev', '--chdir', '/'] as const;
 
 /** Which isolation layers this machine offers, found by trying each one. */
 export interface ProbeResult {
