@@ -501,6 +501,14 @@ describe('what a server sends back keeps its secrets out', () => {
     expect(textOf(await pool.call({ tool: 'progress-secret', arguments: {}, onProgress: (p) => messages.push(p.message ?? '') }))).toBe('reported');
     expect(messages).toEqual(['using [redacted]']);
   });
+
+  it("replaces a secret with quotes and backslashes in a real server's JSON print of its environment (server-everything's get-env)", async () => {
+    const token = 'Tok"with\\back/slash+=-é';
+    const pool = track(new McpServerPool({ server: 'everything', launch: { ...everything, env: { UPSTREAM_TOKEN: token }, secrets: [token], startupTimeoutMs: 20_000 }, instances: { min: 1, max: 1 } }, tools));
+    await pool.start();
+    const printed = textOf(await pool.call({ tool: 'get-env', arguments: {} }));
+    expect(JSON.parse(printed)).toEqual({ UPSTREAM_TOKEN: '[redacted]' });
+  });
 });
 
 describe("a server's end is its process's end", () => {

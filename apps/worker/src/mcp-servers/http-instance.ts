@@ -2,7 +2,7 @@ import { McpServerLostError, UnavailableError } from '@forge-fleet/shared';
 import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { type CallToolResult, McpError, ErrorCode as McpErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import type { McpHttpLaunch } from './pool-options.js';
-import { redactSecrets, revealAll } from './secret-value.js';
+import { redactSecrets, revealAll, secretForms } from './secret-value.js';
 import { boundedFetch } from './bounded-fetch.js';
 import { MODERN_ONLY, MODERN_REVISION } from './modern-era.js';
 import type { ParamHeader } from './modern-http-headers.js';
@@ -16,9 +16,6 @@ const TERMINATE_TIMEOUT_MS = 5_000;
 
 /** The `x-mcp-header` declarations of a 2026-07-28 upstream's tools, by its launch: one for all the pool's connections to it. */
 const PARAM_HEADERS = new WeakMap<McpHttpLaunch, Map<string, readonly ParamHeader[]>>();
-
-/** The shortest part of a header value (a token after `Bearer `) that is redacted on its own: shorter words would blank ordinary text. */
-const MIN_REDACTED_PART = 8;
 
 /**
  * One MCP session with a Streamable HTTP upstream, through the official SDK's
@@ -59,7 +56,7 @@ export class HttpMcpInstance extends UpstreamInstance {
     // The one place the values are revealed: into the requests' headers.
     const headers = revealAll(launch.headers);
     // The header values and their longer parts, longest first, removed from every message.
-    this.secrets = secretsOf(Object.values(headers));
+    this.secrets = secretForms(Object.values(headers));
     // Bounded answers (bounded-fetch.ts): an upstream's one huge answer fails its call, not the worker.
     const fetch = boundedFetch(launch.maxMessageBytes);
     this.#transport = modern ? new ModernHttpTransport(url, headers, fetch, paramHeadersFor(launch)) : new SessionHttpTransport(url, { requestInit: { headers }, fetch });
@@ -230,18 +227,6 @@ function describeHttpFailure(err: unknown): string {
     return `${err.message}${detail === undefined ? '' : ` (${detail})`}`;
   }
   return err instanceof Error ? err.message : String(err);
-}
-
-/** Each value, its URL-encoded form, and each of its longer space-separated parts (the token of `Bearer <token>`), longest first. */
-function secretsOf(values: readonly string[]): string[] {
-  const found = new Set<string>();
-  for (const value of values) {
-    if (value === '') continue;
-    found.add(value);
-    found.add(encodeURIComponent(value));
-    for (const part of value.split(/\s+/)) if (part.length >= MIN_REDACTED_PART) found.add(part);
-  }
-  return [...found].sort((a, b) => b.length - a.length);
 }
 
 /**

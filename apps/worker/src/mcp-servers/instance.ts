@@ -4,7 +4,7 @@ import { McpError, ErrorCode as McpErrorCode } from '@modelcontextprotocol/sdk/t
 import { MODERN_ONLY, MODERN_REVISION } from './modern-era.js';
 import type { GroupReaper } from './group-reaper.js';
 import { descendantsOf, killEach, killGroup, type ProcessEntry } from './process-tree.js';
-import { redactSecrets } from './secret-value.js';
+import { redactSecrets, secretForms } from './secret-value.js';
 import { StderrLines } from './stderr-lines.js';
 import { StderrTail } from './stderr-tail.js';
 import { type ProcessEnd, SpawnAwareTransport } from './stdio-transport.js';
@@ -34,8 +34,6 @@ const UNREADABLE_PER_WINDOW = 10;
 const STDERR_LINES_PER_WINDOW = 100;
 const STDERR_WINDOW_MS = 10_000;
 
-/** Shorter values are not redacted: replacing every `1` or `on` of a tail would hide the tail, not a secret. */
-const MIN_REDACTED_LENGTH = 4;
 
 /**
  * One running stdio MCP server process, connected with the official SDK's
@@ -65,7 +63,7 @@ export class McpInstance extends UpstreamInstance {
     const { server, launch } = options;
     const instance = new McpInstance(server, options);
     // Longest first: a secret that holds another is replaced whole.
-    instance.secrets = (launch.secrets ?? []).filter((v) => v.length >= MIN_REDACTED_LENGTH).sort((a, b) => b.length - a.length);
+    instance.secrets = secretForms(launch.secrets ?? []);
     const { parameters, needsReaper, pinned } = stdioLaunch(options.tools, launch, server);
     const modern = MODERN_ONLY.has(launch);
     const transport = new SpawnAwareTransport(parameters, needsReaper ? options.tools.sh : undefined, modern, launch.maxMessageBytes, pinned?.descriptors);

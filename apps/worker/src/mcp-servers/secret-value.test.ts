@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { REDACTED, redactJson, redactSecrets } from './secret-value.js';
+import { REDACTED, redactJson, redactSecrets, secretForms } from './secret-value.js';
 
 const S = 'SUPERSECRET_FROMFILE_9731';
 
@@ -22,5 +22,27 @@ describe('redactJson', () => {
     const answer = { a: 'plain', n: 1, k: { v: [true, null] } };
     expect(redactJson(structuredClone(answer), [S])).toEqual(answer);
     expect(redactSecrets('no secret here', [S])).toBe('no secret here');
+  });
+});
+
+describe('secretForms', () => {
+  const find = (text: string, values: string[]): string => redactSecrets(text, secretForms(values));
+
+  it('finds a value however a careless server printed it: as is, URL-encoded, or inside a JSON string of any common encoder', () => {
+    const token = 'Tok"with\\back/slash+=-é<&>';
+    // JavaScript's JSON.stringify, Python's json.dumps (ensure_ascii), Go's json.Marshal (HTML-safe), a query string.
+    const python = '"Tok\\"with\\\\back/slash+=-\\u00e9<&>"';
+    const go = '"Tok\\"with\\\\back/slash+=-\\u00e9\\u003c\\u0026\\u003e"';
+    for (const printed of [token, JSON.stringify({ t: token }), python, go, `?t=${encodeURIComponent(token)}`]) {
+      const shown = find(printed, [token]);
+      expect(shown, printed).toContain(REDACTED);
+      expect(shown, printed).not.toContain('slash');
+    }
+  });
+
+  it("finds a long part of a value on its own (a token after 'Bearer'), and looks for no value shorter than 4 characters", () => {
+    expect(find('sent abcdefgh1234 alone', ['Bearer abcdefgh1234'])).toBe(`sent ${REDACTED} alone`);
+    expect(find('a name of an ant', ['a', 'an'])).toBe('a name of an ant');
+    expect(secretForms(['a', ''])).toEqual([]);
   });
 });

@@ -47,6 +47,40 @@ export function revealAll(values: Readonly<Record<string, ConfigValue>>): Record
   return Object.fromEntries(Object.entries(values).map(([k, v]) => [k, typeof v === 'string' ? v : v.reveal()]));
 }
 
+/** Shorter values are not looked for: replacing every `1` or `on` of a text would hide the text, not a secret. */
+export const MIN_REDACTED_LENGTH = 4;
+
+/** The shortest space-separated part of a value looked for on its own (the token of `Bearer <token>`). */
+const MIN_REDACTED_PART = 8;
+
+/**
+ * What to look for in what a server sends, for each secret value it was
+ * given: the value, and the forms a careless server writes it in without
+ * meaning to encode it — URL-encoded (a query string it built), escaped inside
+ * a JSON string (a config or environment it printed with `JSON.stringify`,
+ * `json.dumps`, Go's `json.Marshal`: quotes and backslashes escaped, and
+ * non-ASCII or `<>&` as `\uXXXX`) — and each longer space-separated part of
+ * it. Longest first, so that a value is replaced before a part of it.
+ */
+export function secretForms(values: readonly string[]): string[] {
+  const found = new Set<string>();
+  const add = (value: string): void => {
+    if (value.length < MIN_REDACTED_LENGTH) return;
+    found.add(value);
+    found.add(encodeURIComponent(value));
+    const escaped = JSON.stringify(value).slice(1, -1);
+    found.add(escaped);
+    const ascii = escaped.replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+    found.add(ascii);
+    found.add(ascii.replace(/[<>&]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`));
+  };
+  for (const value of values) {
+    add(value);
+    for (const part of value.split(/\s+/)) if (part.length >= MIN_REDACTED_PART && part !== value) add(part);
+  }
+  return [...found].sort((a, b) => b.length - a.length);
+}
+
 /** What a secret shows instead, wherever a text that may hold one is shown (a server's stderr, an upstream's error). */
 export const REDACTED = '[redacted]';
 
