@@ -7,6 +7,7 @@ import { findLaunchTools } from '../src/mcp-servers/launch-command.js';
 import { McpServerPool } from '../src/mcp-servers/server-pool.js';
 import { probeIsolation } from '../src/sandbox/probe.js';
 import { failureOf } from './fixtures/fleet-failure.js';
+import { SecretValue } from '../src/mcp-servers/secret-value.js';
 
 // An HTTP upstream that answers without end (a JSON body, an SSE event, an error body) must cost the worker
 // one failed call, not its memory: the worker reads at most one message's bound of each and hangs up.
@@ -99,5 +100,55 @@ describe('an HTTP upstream whose answer does not end', () => {
     expect(await pool.call({ tool: 'big-notice', arguments: {} })).toMatchObject({ content: [{ type: 'text', text: 'told 1' }] });
     await changed;
     expect(await pool.call({ tool: 'echo', arguments: { n: 4 } })).toMatchObject({ content: [{ type: 'text', text: 'echo {"n":4}' }] });
+  });
+});
+
+describe("an HTTP upstream whose answer to one request breaks, or is no answer", () => {
+  const KEY = 'K3yFromFile-qa16b-ABCDEFGHIJ';
+  let keyed: McpServerPool;
+
+  beforeAll(async () => {
+    const address = (pool.status().instances[0]?.id ?? '').match(/http:\/\/[^/]+\/mcp/)?.[0];
+    if (address === undefined) throw new Error('no session to read the upstream address from');
+    const tools = findLaunchTools(probeIsolation(), process.env.PATH ?? '');
+    keyed = new McpServerPool({ server: 'keyed', launch: { url: address, headers: { 'x-key': new SecretValue(KEY, 'file key') } }, instances: { min: 1, max: 1 }, callsPerInstance: 8, callTimeoutMs: 10_000 }, tools);
+    await keyed.start();
+  });
+
+  afterAll(async () => {
+    await keyed?.close();
+  });
+
+  it('fails only that call MCP_SERVER_LOST, saying its answer broke off, while a call beside it completes on the same session; never a crash loop', async () => {
+    const session = keyed.status().instances[0]?.id;
+    expect(session).toBeDefined();
+    // More breaks than the crash loop allows (5 a minute): none of them is the session's failure.
+    for (const tool of ['cut-json', 'cut-sse', 'huge-headers', 'cut-json', 'cut-sse', 'huge-headers']) {
+      const bystander = keyed.call({ tool: 'slow', arguments: { ms: 300 } });
+      const failure = await failureOf(keyed.call({ tool, arguments: {}, label: `keyed.${tool}` }));
+      expect(failure, tool).toMatchObject({ code: 'MCP_SERVER_LOST', details: { answer: 'cut' } });
+      expect(failure.message, tool).toContain(`the answer of MCP server 'keyed'`);
+      expect(failure.message, tool).toMatch(tool === 'huge-headers' ? /headers were larger than the worker takes/ : /broke off/);
+      expect(await bystander, tool).toMatchObject({ content: [{ type: 'text', text: 'slow done' }] });
+    }
+    expect(keyed.status()).toMatchObject({ state: 'running' });
+    expect(keyed.status().instances.map((i) => i.id)).toEqual([session]);
+  });
+
+  it('fails at once, EXECUTION_FAILED, a request answered 202 with no body, and one whose body is not JSON without quoting it', async () => {
+    const accepted = await failureOf(keyed.call({ tool: 'accepted', arguments: {} }));
+    expect(accepted).toMatchObject({ code: 'EXECUTION_FAILED' });
+    expect(accepted.message).toContain('HTTP 202 Accepted, which accepts only notifications, and sent no answer');
+    const notJson = await failureOf(keyed.call({ tool: 'not-json', arguments: {} }));
+    expect(notJson).toMatchObject({ code: 'EXECUTION_FAILED' });
+    expect(notJson.message).toContain("MCP server 'keyed' answered the call with a body that is not JSON (not shown)");
+    expect(JSON.stringify(notJson)).not.toContain(KEY.slice(0, 6));
+  });
+
+  it('says what to do about an HTTP 401 or a redirect at call time', async () => {
+    const denied = await failureOf(keyed.call({ tool: 'denied', arguments: {} }));
+    expect(denied.message).toContain("the upstream answered HTTP 401: it refused the worker's credentials; check the credentials in the server's headers");
+    const moved = await failureOf(keyed.call({ tool: 'moved', arguments: {} }));
+    expect(moved.message).toContain('the upstream answered HTTP 307, a redirect, which the worker does not follow');
   });
 });

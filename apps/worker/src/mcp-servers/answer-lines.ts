@@ -29,6 +29,11 @@ const NOT_AN_ANSWER = -32091;
 /** Marks it, with what was wrong (see {@link notAnAnswer}). */
 const NOT_AN_ANSWER_MARK = 'forgeNotAnAnswer';
 
+/** The JSON-RPC code of the answer the worker makes up for a request whose answer broke off on its way (see {@link cutAnswer}). */
+const ANSWER_CUT = -32092;
+/** Marks it, with how it broke off. */
+const ANSWER_CUT_MARK = 'forgeAnswerCut';
+
 /** Marks that answer as the worker's own: a server may send any code, but not this key in its data. */
 const MARK = 'forgeDroppedAnswerBytes';
 const AT_LEAST = 'forgeDroppedAnswerUnread';
@@ -199,6 +204,22 @@ export function notAnAnswer(err: unknown): string | undefined {
   if (!(err instanceof McpError) || err.code !== NOT_AN_ANSWER) return undefined;
   const what = (err.data as Record<string, unknown> | undefined)?.[NOT_AN_ANSWER_MARK];
   return typeof what === 'string' ? what : undefined;
+}
+
+/**
+ * The answer the worker makes up for request `id` whose answer broke off on its way (an HTTP upstream's connection
+ * reset in the middle of it, `why`): the server got the request, so whether it took effect is unknown, and the call
+ * ends as one whose instance ended under it does (MCP_SERVER_LOST), while the session serves on.
+ */
+export function cutAnswer(id: string | number, why: string): JSONRPCMessage {
+  return { jsonrpc: '2.0', id, error: { code: ANSWER_CUT, message: `the server's answer broke off: ${why}`, data: { [ANSWER_CUT_MARK]: why } } };
+}
+
+/** How a server's answer broke off, when `err` is the error the worker made up for it ({@link cutAnswer}); else undefined. */
+export function answerCut(err: unknown): string | undefined {
+  if (!(err instanceof McpError) || err.code !== ANSWER_CUT) return undefined;
+  const why = (err.data as Record<string, unknown> | undefined)?.[ANSWER_CUT_MARK];
+  return typeof why === 'string' ? why : undefined;
 }
 
 /** The size of the answer dropped for being too large, when `err` is the error of such a request; else undefined. */

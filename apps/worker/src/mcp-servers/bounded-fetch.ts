@@ -1,6 +1,6 @@
 import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
-import { badAnswer, MAX_MESSAGE_BYTES, tooLargeAnswer } from './answer-lines.js';
+import { badAnswer, cutAnswer, MAX_MESSAGE_BYTES, tooLargeAnswer } from './answer-lines.js';
 import { cancelledIdsOf, requestIdsOf } from './post-body.js';
 import { RequestPosts } from './request-posts.js';
 import { StreamResumptions } from './stream-resumptions.js';
@@ -62,6 +62,14 @@ export function boundedFetch(maxBytes: number = MAX_MESSAGE_BYTES, base: FetchLi
     const post = posts.open(ids, signal);
     try {
       const answered = await base(url, { ...init, signal: post.signal });
+      if (answered.status === 202 && resumedAfter === undefined) {
+        // Streamable HTTP accepts notifications and responses with 202; a request answered so gets no answer ever
+        // (the SDK would wait for it to its timeout): its call fails now, saying why.
+        post.settle();
+        await answered.body?.cancel().catch(() => undefined);
+        const answers = ids.map((id) => badAnswer({ jsonrpc: '2.0', id, result: {} }, 'the upstream answered the request HTTP 202 Accepted, which accepts only notifications, and sent no answer'));
+        return new Response(JSON.stringify(answers.length === 1 ? answers[0] : answers), { status: 200, headers: { 'content-type': 'application/json' } });
+      }
       if (resumedAfter !== undefined) {
         const refused = resumptionRefused(answered);
         if (refused !== undefined) {
@@ -126,8 +134,49 @@ async function bounded(response: Response, ids: readonly JsonRpcId[], maxBytes: 
   if (!response.ok) return response;
   const type = mediaType(response);
   if (type === 'application/json') return boundedJson(response, response.body, ids, maxBytes);
-  if (type === 'text/event-stream') return rebodied(response, response.body.pipeThrough(boundedEvents(ids, maxBytes, stream)));
+  if (type === 'text/event-stream') {
+    if (ids.length === 0) return rebodied(response, response.body.pipeThrough(boundedEvents(ids, maxBytes, stream)));
+    // A POST's answer whose connection breaks off ends here as a stream that ended: its requests get the worker's
+    // answer saying so, rather than none (the SDK reports the break and leaves them waiting for their timeout).
+    const broke: BrokenStream = {};
+    return rebodied(response, endingOnError(response.body, broke).pipeThrough(boundedEvents(ids, maxBytes, stream, broke)));
+  }
   return response;
+}
+
+/** Why a stream broke off, once it has (see {@link endingOnError}). */
+interface BrokenStream {
+  why?: string;
+}
+
+/**
+ * `source`, ending as a stream that ended when reading it fails (its connection broke off), `broke.why` saying how;
+ * an abort passes as it is. A cancel of the result cancels the source.
+ */
+function endingOnError(source: ReadableStream<Uint8Array>, broke: BrokenStream): ReadableStream<Uint8Array> {
+  const reader = source.getReader();
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        const { value, done } = await reader.read();
+        if (done) controller.close();
+        else controller.enqueue(value);
+      } catch (error) {
+        // The worker's own abort (a cancelled request's POST, see request-posts.ts) is no break: it ends as it did.
+        if (error instanceof Error && error.name === 'AbortError') return controller.error(error);
+        broke.why = brokeOffText(error);
+        controller.close();
+      }
+    },
+    cancel: (reason) => reader.cancel(reason),
+  });
+}
+
+/** How a body's read failed, in the fleet's words and the network error's code: `the connection broke off (UND_ERR_SOCKET)`. */
+function brokeOffText(error: unknown): string {
+  const cause: unknown = error instanceof Error ? error.cause : undefined;
+  const code = cause instanceof Error ? (cause as NodeJS.ErrnoException).code : undefined;
+  return `the connection broke off during the answer${typeof code === 'string' ? ` (${code})` : ''}`;
 }
 
 /** `response` with another body, keeping its status, headers and URL (the transport reads the URL of a redirect). */
@@ -224,7 +273,7 @@ const CR = 0x0d;
  * no id of its own, ends with the worker's answers, whose event id `stream`
  * knows for the worker's (the transport would resume it again).
  */
-export function boundedEvents(ids: readonly JsonRpcId[], maxBytes: number, stream?: EventStream): TransformStream<Uint8Array, Uint8Array> {
+export function boundedEvents(ids: readonly JsonRpcId[], maxBytes: number, stream?: EventStream, broke?: BrokenStream): TransformStream<Uint8Array, Uint8Array> {
   /** The current event's chunks so far, and their bytes; while dropping, only counted. */
   let parts: Uint8Array[] = [];
   let size = 0;
@@ -290,7 +339,10 @@ export function boundedEvents(ids: readonly JsonRpcId[], maxBytes: number, strea
       const resumed = stream?.resumed === true;
       const id = resumed ? stream.resumptions.endedStreamId() : undefined;
       for (const request of waiting) {
-        const answer = endedUnanswered(request, resumed ? `, and its resumption ended without it too (it held ${held})` : ` (it held ${held})`);
+        const answer =
+          broke?.why !== undefined
+            ? cutAnswer(request, broke.why)
+            : endedUnanswered(request, resumed ? `, and its resumption ended without it too (it held ${held})` : ` (it held ${held})`);
         if (answer !== undefined) controller.enqueue(encoder.encode(madeUpEvent(answer, id)));
       }
     },

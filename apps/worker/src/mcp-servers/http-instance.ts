@@ -14,6 +14,9 @@ import { answeredRevision, isMcpError, type McpCallOptions, refusedRevisions, re
 /** How long ending a session may wait for the upstream to answer its DELETE: one that hangs must not hold up a worker's shutdown. */
 const TERMINATE_TIMEOUT_MS = 5_000;
 
+/** How long the ping that asks whether a session outlived one request's failed connection may take. */
+const SESSION_CHECK_MS = 5_000;
+
 /** The `x-mcp-header` declarations of a 2026-07-28 upstream's tools, by its launch: one for all the pool's connections to it. */
 const PARAM_HEADERS = new WeakMap<McpHttpLaunch, Map<string, readonly ParamHeader[]>>();
 
@@ -48,6 +51,8 @@ export class HttpMcpInstance extends UpstreamInstance {
   #lostDetail = '';
   /** `initialize` was answered: from now on a failed connection ends the session. */
   #open = false;
+  /** A ping asks whether the session outlived a request's failure (see #check). */
+  #checking = false;
 
   private constructor(server: string, launch: McpHttpLaunch, hooks: UpstreamHooks, modern: boolean) {
     super(server, hooks);
@@ -140,8 +145,10 @@ export class HttpMcpInstance extends UpstreamInstance {
     }
   }
 
-  protected override lost(toolName: string, cause?: unknown): McpServerLostError {
-    return new McpServerLostError(toolName, this.server, this.id, cause === undefined ? {} : { cause: this.causeOf(cause) });
+  protected override lost(toolName: string, cause?: unknown, answerCut?: string): McpServerLostError {
+    // A request whose connection failed while the session lives: its own answer broke off (the session is checked, see #onTransportError).
+    const cut = answerCut ?? (cause !== undefined && this.alive && !unreachable(cause) ? this.describe(cause) : undefined);
+    return new McpServerLostError(toolName, this.server, this.id, { ...(cause === undefined ? {} : { cause: this.causeOf(cause) }), ...(cut === undefined ? {} : { answerCut: cut }) });
   }
 
   protected override connectionFailed(err: unknown): boolean {
@@ -170,7 +177,11 @@ export class HttpMcpInstance extends UpstreamInstance {
     return `it cannot be reached: ${this.describe(err)}`;
   }
 
-  /** A connection or stream that failed for good ends the session: its calls can no longer be answered. */
+  /**
+   * A connection or stream that failed for good ends the session: its calls can no longer be answered. One that
+   * failed for one request (its answer broke off, its headers were too large, a proxy dropped it) proves nothing of
+   * the session, which other calls are using: it is asked with a ping, and ends only if that fails too.
+   */
   #onTransportError(err: Error): void {
     // Before the session is open, `start` sees the same failure as its connect's rejection.
     if (!this.#open || this.expected || !this.alive || !sessionIsGone(err)) return;
@@ -178,10 +189,25 @@ export class HttpMcpInstance extends UpstreamInstance {
       // The session's end, not a failure of the server: the pool replaces it without counting it towards a crash loop.
       this.expected = true;
       this.#lostDetail = 'the upstream ended the session: it answered HTTP 404 to its session id';
+    } else if (!unreachable(err) && !(err instanceof StreamableHTTPError)) {
+      this.#check(err);
+      return;
     } else {
       this.#lostDetail = `the session was lost: ${this.describe(err)}`;
     }
     void this.client.close();
+  }
+
+  /** Asks the session whether it still answers after `err`, once at a time; ends it when it does not. */
+  #check(err: Error): void {
+    if (this.#checking) return;
+    this.#checking = true;
+    void this.ping(SESSION_CHECK_MS).then((answers) => {
+      this.#checking = false;
+      if (answers || this.expected || !this.alive) return;
+      this.#lostDetail = `the session was lost: ${this.describe(err)}, and it did not answer a ping after that`;
+      void this.client.close();
+    });
   }
 
   /**
@@ -220,13 +246,49 @@ function sessionIsGone(err: unknown): boolean {
 
 /** A failure in the fleet's words: the status code rather than the upstream's body, the network error's code. */
 function describeHttpFailure(err: unknown): string {
-  if (err instanceof StreamableHTTPError) return err.code !== undefined && err.code > 0 ? `the upstream answered HTTP ${err.code}` : err.message;
-  if (err instanceof TypeError) {
-    const cause: unknown = err.cause;
-    const detail = cause instanceof Error ? ((cause as NodeJS.ErrnoException).code ?? cause.message) : undefined;
-    return `${err.message}${detail === undefined ? '' : ` (${detail})`}`;
+  if (err instanceof StreamableHTTPError) {
+    const status = err.code;
+    if (status === undefined || status <= 0) return err.message;
+    if (status === 401 || status === 403) return `the upstream answered HTTP ${status}: it refused the worker's credentials; check the credentials in the server's headers (the values are not shown)`;
+    // Not followed: the request's headers (its credentials) would go wherever the upstream points.
+    if (status >= 300 && status < 400) return `the upstream answered HTTP ${status}, a redirect, which the worker does not follow (the headers would go to another address): set the server's url to where it leads`;
+    return `the upstream answered HTTP ${status}`;
   }
+  const code = networkCode(err);
+  if (code !== undefined) return `${NETWORK_FAILURES[code] ?? (err as Error).message} (${code})`;
   return err instanceof Error ? err.message : String(err);
+}
+
+/** What fetch's network failures mean, by the code of its error's cause. */
+const NETWORK_FAILURES: Readonly<Record<string, string>> = Object.freeze({
+  ECONNREFUSED: 'the connection was refused',
+  ENOTFOUND: 'its host name did not resolve',
+  EAI_AGAIN: 'its host name did not resolve',
+  EHOSTUNREACH: 'its host is unreachable',
+  ENETUNREACH: 'its network is unreachable',
+  UND_ERR_CONNECT_TIMEOUT: 'the connection timed out',
+  ECONNRESET: 'the connection was reset',
+  EPIPE: 'the connection broke off',
+  UND_ERR_SOCKET: 'the connection broke off',
+  UND_ERR_HEADERS_OVERFLOW: "its answer's headers were larger than the worker takes (16 KiB)",
+  UND_ERR_HEADERS_TIMEOUT: "its answer's headers did not come in time",
+  UND_ERR_BODY_TIMEOUT: 'its answer stalled',
+});
+
+/** The failures of fetch that reach no upstream at all (none of its requests got to it): no address, no connection, no TLS. */
+function unreachable(err: unknown): boolean {
+  const code = networkCode(err);
+  if (code === undefined) return false;
+  return ['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EAI_FAIL', 'EHOSTUNREACH', 'ENETUNREACH', 'EHOSTDOWN', 'UND_ERR_CONNECT_TIMEOUT'].includes(code) || /CERT|TLS|SSL/.test(code);
+}
+
+/** The code of a fetch failure's cause (`ECONNREFUSED`, `UND_ERR_SOCKET`), or undefined for anything else. */
+function networkCode(err: unknown): string | undefined {
+  if (!(err instanceof TypeError)) return undefined;
+  const cause: unknown = err.cause;
+  if (!(cause instanceof Error)) return undefined;
+  const code = (cause as NodeJS.ErrnoException).code ?? ((cause as { errors?: unknown[] }).errors?.[0] as NodeJS.ErrnoException | undefined)?.code;
+  return typeof code === 'string' ? code : undefined;
 }
 
 /**

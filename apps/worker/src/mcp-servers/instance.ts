@@ -214,8 +214,8 @@ export class McpInstance extends UpstreamInstance {
     return this.#unconfined && this.alive ? descendantsOf(this.#pid).filter((p) => p.pgrp !== this.#pid) : [];
   }
 
-  protected override lost(toolName: string, cause?: unknown): McpServerLostError {
-    return new McpServerLostError(toolName, this.server, this.#pid, { stderrTail: this.stderrTail.trim().slice(-1000), cause });
+  protected override lost(toolName: string, cause?: unknown, answerCut?: string): McpServerLostError {
+    return new McpServerLostError(toolName, this.server, this.#pid, { stderrTail: this.stderrTail.trim().slice(-1000), cause, ...(answerCut === undefined ? {} : { answerCut }) });
   }
 }
 

@@ -14,7 +14,7 @@ import {
   ToolSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
-import { notAnAnswer, tooLargeBytes } from './answer-lines.js';
+import { answerCut, notAnAnswer, tooLargeBytes } from './answer-lines.js';
 import { MODERN_REVISION } from './modern-era.js';
 import { redactJson, redactSecrets } from './secret-value.js';
 import { ANY_RESULT, callAsTask } from './task-call.js';
@@ -214,6 +214,10 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
     if (isFleetError(err)) return err;
     if (isMcpError(err, McpErrorCode.RequestTimeout)) return this.#badListing(`its tools/list did not arrive within ${timeoutMs} ms, the bound on one whole listing`);
     if (this.#ended || (err instanceof Error && err.message === 'Not connected') || this.connectionFailed(err)) return this.#badListing(`its instance (${this.id}) ended while it listed its tools`);
+    const cut = answerCut(err);
+    if (cut !== undefined) return this.#badListing(`its answer to tools/list broke off: ${cut}`);
+    // The body is not shown: a proxy's error page, or what the server should not have sent (a key it was given).
+    if (err instanceof SyntaxError) return this.#badListing('it answered tools/list with a body that is not JSON (not shown)');
     const wrong = notAnAnswer(err) ?? notJsonRpc(err);
     if (wrong !== undefined) return this.#badListing(`it answered tools/list with neither a result nor an error (${wrong})`);
     return this.#badListing(`it answered tools/list with an error: ${this.describe(err).replace(/\s*[\r\n]+\s*/g, ' ')}`);
@@ -313,8 +317,11 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
   /** Ends the instance at once, without waiting (one that stopped answering): a process is SIGKILLed, a session dropped. */
   abstract abandon(): void;
 
-  /** The error of a call that the end of this instance cut short. */
-  protected abstract lost(toolName: string, cause?: unknown): McpServerLostError;
+  /**
+   * The error of a call that the end of this instance cut short, or with `answerCut` one whose own answer broke off
+   * on its way while the instance serves on (how it broke off).
+   */
+  protected abstract lost(toolName: string, cause?: unknown, answerCut?: string): McpServerLostError;
 
   /** Whether `err`, thrown by the SDK, means the connection itself failed (beyond the SDK's own "closed"); false by default. */
   protected connectionFailed(_err: unknown): boolean {
@@ -357,6 +364,10 @@ export abstract class UpstreamInstance extends EventEmitter<McpInstanceEvents> {
         remedy: 'ask for less in one call (a part of the file, a page of the results)',
       });
     }
+    const cut = answerCut(err);
+    if (cut !== undefined) return this.lost(name, undefined, cut);
+    // The body is not shown: a proxy's error page, or what the server should not have sent (a key it was given).
+    if (err instanceof SyntaxError) return new ExecutionFailedError(name, `MCP server '${this.server}' answered the call with a body that is not JSON (not shown)`, { details: { server: this.server } });
     const wrong = notAnAnswer(err) ?? notJsonRpc(err);
     if (wrong !== undefined) {
       return new ExecutionFailedError(name, `MCP server '${this.server}' answered the call with neither a result nor an error (${wrong})`, { details: { server: this.server } });

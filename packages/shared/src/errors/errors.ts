@@ -427,15 +427,22 @@ export class McpServerLostError extends FleetError {
     /**
      * @param options.session `ended` when the instance held the caller's own session (a `perCaller` server): the
      *   message says that session and its state are gone, and `details.session` is `ended`.
+     * @param options.answerCut how the call's own answer broke off (an HTTP upstream's connection for that one
+     *   request), the instance serving on: the message says so instead of an end of the instance, and
+     *   `details.answer` is `cut`.
      */
-    options: { stderrTail?: string; cause?: unknown; session?: 'ended' } = {},
+    options: { stderrTail?: string; cause?: unknown; session?: 'ended'; answerCut?: string } = {},
   ) {
     const label = typeof instance === 'number' ? `pid ${instance}` : instance;
     const tail = options.stderrTail === undefined || options.stderrTail === '' ? '' : `; its last stderr: ${options.stderrTail}`;
     const session = options.session === 'ended' ? `; your session on MCP server '${server}' ended with it, and what the server held for you there is gone: your next call starts a new session` : '';
+    const what =
+      options.answerCut === undefined
+        ? `the instance (${label}) of MCP server '${server}' running tool '${toolName}' ended before the call did`
+        : `the answer of MCP server '${server}' (${label}) to tool '${toolName}' broke off before it was whole (${options.answerCut})`;
     super(
-      `the instance (${label}) of MCP server '${server}' running tool '${toolName}' ended before the call did, so whether it took effect is unknown${tail}${session}; check before calling it again`,
-      { toolName, server, instance: label, ...(options.session === undefined ? {} : { session: options.session }) },
+      `${what}, so whether it took effect is unknown${tail}${session}; check before calling it again`,
+      { toolName, server, instance: label, ...(options.session === undefined ? {} : { session: options.session }), ...(options.answerCut === undefined ? {} : { answer: 'cut' }) },
       { cause: options.cause },
     );
     this.instance = label;
