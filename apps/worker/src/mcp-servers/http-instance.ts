@@ -174,6 +174,8 @@ export class HttpMcpInstance extends UpstreamInstance {
     if (err instanceof StreamableHTTPError && err.code !== undefined && err.code > 0) return `it answered initialize with HTTP ${err.code}`;
     // It was reached, and answered with an error of its own (redacted, as every message is): not a network failure.
     if (err instanceof McpError && err.code !== (McpErrorCode.ConnectionClosed as number)) return `it refused the handshake: it answered initialize with ${this.describe(err)}`;
+    // Reached, its answer failed on the way (headers too large, the connection broken off in the middle).
+    if (networkCode(err) !== undefined && !unreachable(err)) return `its answer to initialize failed: ${this.describe(err)}`;
     return `it cannot be reached: ${this.describe(err)}`;
   }
 
