@@ -12,7 +12,7 @@ import type { McpStdioLaunch } from '../src/mcp-servers/pool-options.js';
 import { McpServerPool } from '../src/mcp-servers/server-pool.js';
 import { assertServerSandbox, serverSandboxLayers } from '../src/mcp-servers/server-sandbox-layers.js';
 import type { ServerSandbox } from '../src/mcp-servers/server-sandbox.js';
-import { openUnixSocketFilter } from '../src/mcp-servers/unix-socket-filter.js';
+import { openSeccompFilter } from '../src/mcp-servers/seccomp-filter.js';
 import { probeIsolation } from '../src/sandbox/probe.js';
 import { startPoolChild } from './fixtures/pool-child.js';
 import { type ProcessEntry, processTable } from './fixtures/proc-table.js';
@@ -100,7 +100,7 @@ afterAll(() => {
 describe('the layers of sandboxed MCP servers on this machine', () => {
   it('are all enforced, so a strict worker starts', () => {
     const probe = probeIsolation();
-    expect(serverSandboxLayers(probe)).toEqual({ network: 'namespace', filesystem: 'bubblewrap', processes: 'namespace', rlimits: 'prlimit', orphans: 'killed', environment: 'declared' });
+    expect(serverSandboxLayers(probe)).toEqual({ network: 'namespace', filesystem: 'bubblewrap', processes: 'namespace', rlimits: 'prlimit', orphans: 'killed', syscalls: 'seccomp', environment: 'declared' });
     expect(assertServerSandbox(probe, true).filesystem).toBe('bubblewrap');
     expect(tools.bwrap).toMatch(/^\//);
   });
@@ -301,10 +301,10 @@ describe('a sandboxed server process', () => {
   });
 });
 
-describe('the Unix-socket filter of sandboxed servers', () => {
+describe('the seccomp filter of sandboxed servers', () => {
   it("refuses every Unix socket a sandboxed process could aim at a path — socket(), and socketpair()'s datagram sockets — and keeps stream pairs, pipes and IP sockets", () => {
-    // The filter as a server's launch loads it (unix-socket-filter.ts), under bubblewrap, tried by Python.
-    const fd = openUnixSocketFilter();
+    // The filter as a server's launch loads it (seccomp-filter.ts), under bubblewrap, tried by Python.
+    const fd = openSeccompFilter();
     expect(fd).toBeDefined();
     const tries = [
       ['unix stream', 'socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)'],
@@ -321,5 +321,28 @@ describe('the Unix-socket filter of sandboxed servers', () => {
     closeSync(fd!);
     expect(run.stderr).toBe('');
     expect(run.stdout.trim().split('\n')).toEqual(['unix stream refused 13', 'unix dgram refused 13', 'pair dgram refused 13', 'pair stream ok', 'pair seqpacket ok', 'inet ok', 'pipe ok']);
+  });
+
+  it('refuses every socket family the network namespace does not cover (vsock reaches a VM\'s host), and tracing its own sandbox', () => {
+    const fd = openSeccompFilter();
+    expect(fd).toBeDefined();
+    // Families by number (the constants are not in every Python): vsock 40, packet 17, bluetooth 31, the kernel's crypto 38.
+    const tries = [
+      ['vsock', 'socket.socket(40, socket.SOCK_STREAM)'],
+      ['packet', 'socket.socket(17, socket.SOCK_RAW)'],
+      ['bluetooth', 'socket.socket(31, socket.SOCK_STREAM)'],
+      ['alg', 'socket.socket(38, socket.SOCK_SEQPACKET)'],
+      ['inet6', 'socket.socket(socket.AF_INET6, socket.SOCK_STREAM)'],
+      ['netlink', 'socket.socket(16, socket.SOCK_RAW, 0)'],
+    ];
+    const probes = tries.map(([name, code]) => `try:\n    ${code}; print(${JSON.stringify(name)}, 'ok')\nexcept OSError as e:\n    print(${JSON.stringify(name)}, 'refused', e.errno)`);
+    // PTRACE_ATTACH to bubblewrap's init (pid 1 of the namespace), which would stop it.
+    const ptrace = "libc = ctypes.CDLL(None, use_errno=True)\nprint('ptrace', libc.ptrace(16, 1, 0, 0), ctypes.get_errno())";
+    const script = ['import ctypes, os, socket', ...probes, ptrace].join('\n');
+    const view = ['--ro-bind', '/usr', '/usr', '--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64', '--symlink', 'usr/bin', '/bin', '--proc', '/proc', '--dev', '/dev'];
+    const run = spawnSync('bwrap', ['--unshare-all', '--die-with-parent', '--seccomp', '3', ...view, '--', '/usr/bin/python3', '-c', script], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe', fd!] });
+    closeSync(fd!);
+    expect(run.stderr).toBe('');
+    expect(run.stdout.trim().split('\n')).toEqual(['vsock refused 97', 'packet refused 97', 'bluetooth refused 97', 'alg refused 97', 'inet6 ok', 'netlink ok', 'ptrace -1 1']);
   });
 });

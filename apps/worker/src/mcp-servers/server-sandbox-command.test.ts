@@ -92,7 +92,7 @@ describe('the launch command of an MCP server', () => {
       ['--ro-bind-fd', '3', data],
       ['--bind-fd', '4', out],
     ]);
-    // After the paths' descriptors, the seccomp filter's (no Unix socket of its own: unix-socket-filter.ts).
+    // After the paths' descriptors, the seccomp filter's (no Unix socket of its own: seccomp-filter.ts).
     expect(params.descriptors).toBe(3);
     expect(bwrap.join(' ')).toContain('--seccomp 5');
     // Nothing else is writable, and nothing of the host's home, /run, /var or /tmp is bound.

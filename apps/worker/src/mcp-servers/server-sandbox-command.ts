@@ -5,7 +5,7 @@ import { BWRAP_ISOLATION, BWRAP_PROC, UNSHARE_FLAGS } from '../sandbox/probe.js'
 import { withRlimits } from '../sandbox/rlimits.js';
 import { childDescriptor, PinnedPaths } from './pinned-paths.js';
 import type { ServerSandboxProbe } from './server-sandbox-layers.js';
-import { openUnixSocketFilter } from './unix-socket-filter.js';
+import { openSeccompFilter } from './seccomp-filter.js';
 import { SERVER_LIMIT_DEFAULTS, type ServerLimits, type ServerSandbox } from './server-sandbox.js';
 
 /**
@@ -132,14 +132,14 @@ export function sandboxedCommand(programs: SandboxPrograms, launch: { readonly s
   const descriptorOf = new Map(declared.map((m, i) => [m, childDescriptor(i)]));
   let filter: number | undefined;
   try {
-    filter = openUnixSocketFilter();
+    filter = openSeccompFilter();
   } catch (error) {
     pinned.close();
     throw error;
   }
   const view = [
     ...BWRAP_ISOLATION,
-    // No Unix socket of its own (unix-socket-filter.ts): a read-only bind of a live socket would not stop a connect.
+    // No Unix socket of its own (seccomp-filter.ts): a read-only bind of a live socket would not stop a connect.
     ...(filter === undefined ? [] : ['--seccomp', String(pinned.hold(filter))]),
     ...BWRAP_PROC,
     '--dev',

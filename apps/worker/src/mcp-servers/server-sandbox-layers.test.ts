@@ -7,15 +7,15 @@ const nothing = { bubblewrap: false, unshare: false, setpriv: false, prlimit: fa
 describe('the layers of sandboxed MCP servers', () => {
   it('are all in force with bubblewrap, setpriv and prlimit', () => {
     const layers = serverSandboxLayers(everything);
-    expect(layers).toEqual({ network: 'namespace', filesystem: 'bubblewrap', processes: 'namespace', rlimits: 'prlimit', orphans: 'killed', environment: 'declared' });
+    expect(layers).toEqual({ network: 'namespace', filesystem: 'bubblewrap', processes: 'namespace', rlimits: 'prlimit', orphans: 'killed', syscalls: 'seccomp', environment: 'declared' });
     expect(missingServerSandboxLayers(layers)).toEqual([]);
     expect(assertServerSandbox(everything, true)).toEqual(layers);
   });
 
-  it('without bubblewrap, keep unshare namespaces but miss the filesystem view, which strict mode refuses', () => {
+  it('without bubblewrap, keep unshare namespaces but miss the filesystem view and the system-call filter, which strict mode refuses', () => {
     const probe = { ...everything, bubblewrap: false };
-    expect(serverSandboxLayers(probe)).toMatchObject({ network: 'namespace', filesystem: 'none', processes: 'namespace' });
-    expect(missingServerSandboxLayers(serverSandboxLayers(probe))).toEqual([expect.stringMatching(/^filesystem view \(bubblewrap\)/)]);
+    expect(serverSandboxLayers(probe)).toMatchObject({ network: 'namespace', filesystem: 'none', processes: 'namespace', syscalls: 'none' });
+    expect(missingServerSandboxLayers(serverSandboxLayers(probe))).toEqual([expect.stringMatching(/^filesystem view \(bubblewrap\)/), expect.stringMatching(/^system-call filter .*Unix sockets to host services.*vsock/)]);
     expect(() => assertServerSandbox(probe, true)).toThrow(expect.objectContaining({ code: 'CONFIG_INVALID', message: expect.stringContaining('filesystem view') as string }) as Error);
     expect(assertServerSandbox(probe, false).filesystem).toBe('none');
     // unshare that cannot mount a /proc of its own leaves the host's in view: named, and refused when strict.
@@ -27,7 +27,7 @@ describe('the layers of sandboxed MCP servers', () => {
   it('name each missing layer and what it leaves open', () => {
     const layers = serverSandboxLayers(nothing);
     expect(layers).toMatchObject({ network: 'none', filesystem: 'none', processes: 'process-group', rlimits: 'none', orphans: 'none' });
-    expect(missingServerSandboxLayers(layers).join('; ')).toMatch(/network namespace.*filesystem view.*PID namespace.*rlimits.*death with the worker/);
+    expect(missingServerSandboxLayers(layers).join('; ')).toMatch(/network namespace.*filesystem view.*PID namespace.*rlimits.*system-call filter.*death with the worker/);
     expect(serverSandboxLayers({ ...nothing, shell: true }).rlimits).toBe('ulimit');
     expect(() => assertServerSandbox(nothing, true)).toThrow(/cannot enforce the network namespace.*run where bubblewrap/);
   });

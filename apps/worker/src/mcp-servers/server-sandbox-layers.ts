@@ -1,5 +1,6 @@
 import { ConfigInvalidError } from '@forge-fleet/shared';
 import type { ProbeResult } from '../sandbox/probe.js';
+import { seccompFilter } from './seccomp-filter.js';
 
 /** The probe's findings a sandboxed MCP server depends on. */
 export type ServerSandboxProbe = Pick<ProbeResult, 'bubblewrap' | 'unshare' | 'unshareProc' | 'setpriv' | 'prlimit' | 'shell'>;
@@ -28,6 +29,12 @@ export interface ServerSandboxLayers {
   readonly rlimits: 'prlimit' | 'ulimit' | 'none';
   /** `killed`: the kernel kills the server when its worker dies, even by SIGKILL (`setpriv --pdeathsig`, bubblewrap's `--die-with-parent`). */
   readonly orphans: 'killed' | 'none';
+  /**
+   * `seccomp`: the filter of seccomp-filter.ts (bubblewrap loads it, on x86-64 and arm64): no Unix socket it could
+   * aim at a path, no socket family beyond IPv4, IPv6 and netlink (vsock), no tracing of its own sandbox, no io_uring.
+   * `none`: every system call its user may make.
+   */
+  readonly syscalls: 'seccomp' | 'none';
   /** The server starts with exactly its declared environment. */
   readonly environment: 'declared';
 }
@@ -41,6 +48,7 @@ export function serverSandboxLayers(probe: ServerSandboxProbe): ServerSandboxLay
     processes: probe.bubblewrap || (probe.unshare && probe.unshareProc === true) ? 'namespace' : probe.unshare ? 'namespace-host-proc' : 'process-group',
     rlimits: probe.prlimit ? 'prlimit' : probe.shell ? 'ulimit' : 'none',
     orphans: probe.setpriv || probe.bubblewrap ? 'killed' : 'none',
+    syscalls: probe.bubblewrap && seccompFilter() !== undefined ? 'seccomp' : 'none',
     environment: 'declared',
   });
 }
@@ -58,6 +66,7 @@ export function missingServerSandboxLayers(layers: ServerSandboxLayers): string[
   if (layers.processes === 'process-group') missing.push('PID namespace (bubblewrap or unshare): a process a server starts outside its process group can outlive it');
   if (layers.processes === 'namespace-host-proc') missing.push("/proc of its own (bubblewrap, or unshare --mount-proc): sandboxed MCP servers see the host's processes and their command lines in /proc");
   if (layers.rlimits === 'none') missing.push('rlimits (prlimit or /bin/sh ulimit): sandboxed MCP servers run without CPU-time, memory, open-file and process caps');
+  if (layers.syscalls === 'none') missing.push("system-call filter (bubblewrap's seccomp, on x86-64 and arm64): sandboxed MCP servers can open Unix sockets to host services by their path, vsock sockets to a virtual machine's host, and trace their own sandbox");
   if (layers.orphans === 'none') missing.push('death with the worker (setpriv --pdeathsig or bubblewrap): a server outlives a worker killed with SIGKILL');
   return missing;
 }
