@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -134,7 +135,14 @@ describe('the launch command of an MCP server', () => {
     expect((bare.args ?? []).slice(0, HOST_WRAPPERS.length)).toEqual(HOST_WRAPPERS);
     const shell = (bare.args ?? []).slice(HOST_WRAPPERS.length);
     expect(shell.slice(0, 2)).toEqual(['/bin/sh', '-c']);
-    expect(shell[2]).toBe(`ulimit -t ${d.cpuSeconds} -d ${d.memoryMb * 1024} -n ${d.openFiles} -c 0 && exec "$@"`);
+    // Run by Debian's /bin/sh (dash) as the launch would run it, the limits are those the process reads.
+    const read = spawnSync('/bin/sh', ['-c', shell[2]!, 'forge-sandbox', 'cat', '/proc/self/limits'], { encoding: 'utf8' });
+    expect(read.stderr).toBe('');
+    expect(read.stdout).toMatch(new RegExp(`Max cpu time +${d.cpuSeconds} +${d.cpuSeconds} +seconds`));
+    expect(read.stdout).toMatch(new RegExp(`Max data size +${d.memoryMb * 1024 * 1024} `));
+    expect(read.stdout).toMatch(new RegExp(`Max open files +${d.openFiles} +${d.openFiles} `));
+    expect(read.stdout).toMatch(new RegExp(`Max processes +${d.processes} +${d.processes} `));
+    expect(read.stdout).toMatch(/Max core file size +0 +/);
     expect(shell.slice(4)).toEqual(['env', '--version']);
   });
 });

@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_LIMITS, launchCommand, lifetimeCpuSeconds } from './launch.js';
 import { BWRAP_FLAGS, librariesFromLdd, type ProbeResult } from './probe.js';
@@ -41,7 +42,13 @@ describe('sandbox launch command', () => {
   it('falls back to sh ulimit without prlimit, and to bare node without namespaces', () => {
     const shell = launchCommand({ ...base, probe: { ...nothing, shell: true } });
     expect(shell.file).toBe('/bin/sh');
-    expect(shell.args[1]).toBe(`ulimit -t ${lifetimeCpuSeconds(limits)} -d ${(100 + 256) * 1024} -n 64 -c 0 && exec "$@"`);
+    // Run by Debian's /bin/sh (dash) as the launch would run it, the limits are those the process reads.
+    const read = spawnSync('/bin/sh', ['-c', shell.args[1]!, 'forge-sandbox', 'cat', '/proc/self/limits'], { encoding: 'utf8' });
+    expect(read.stderr).toBe('');
+    expect(read.stdout).toMatch(new RegExp(`Max cpu time +${lifetimeCpuSeconds(limits)} +${lifetimeCpuSeconds(limits)} +seconds`));
+    expect(read.stdout).toMatch(new RegExp(`Max data size +${(100 + 256) * 1024 * 1024} `));
+    expect(read.stdout).toMatch(/Max open files +64 +64 /);
+    expect(read.stdout).toMatch(/Max core file size +0 +/);
     expect(shell.args.slice(3, 5)).toEqual(['/usr/bin/node', '--experimental-permission']);
     const bare = launchCommand({ ...base, probe: nothing });
     expect(bare.file).toBe('/usr/bin/node');

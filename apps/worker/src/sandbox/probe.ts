@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
+import { ULIMITS } from './rlimits.js';
 
 /** Flags that give a sandbox process its own user, network and PID namespaces. */
 export const UNSHARE_FLAGS = ['--user', '--map-root-user', '--net', '--pid', '--fork', '--kill-child'] as const;
@@ -113,7 +114,7 @@ export function probeIsolation(nodePath = process.execPath): ProbeResult {
     bubblewrap: succeeds('bwrap', [...bwrapView([nodePath, ...libraries]), '--', nodePath, '-e', '0']),
     setpriv: succeeds('setpriv', ['--pdeathsig', 'KILL', '--', 'true']),
     prlimit: succeeds('prlimit', ['--version']),
-    shell: succeeds('/bin/sh', ['-c', 'ulimit -t 1 -d 1000000 -n 64 -c 0']),
+    shell: succeeds('/bin/sh', ['-c', ULIMITS(1, 1_000_000, 64)]),
     cgroupV2: probeCgroupV2(),
     nodeLibraries: libraries,
   };

@@ -14,10 +14,13 @@ export interface Rlimits {
   readonly openFiles: number;
   /**
    * RLIMIT_NPROC: processes of the (real) user, counted by the kernel per user and user namespace; the kernel
-   * does not apply it to root. Left as it is when absent, and by the `ulimit` fallback.
+   * does not apply it to root. Left as it is when absent.
    */
   readonly processes?: number;
 }
+
+/** The `ulimit` commands of the shell fallback, one limit each (see {@link withRlimits}); also what the probe tries. */
+export const ULIMITS = (cpuSeconds: number, dataKb: number, openFiles: number): string => `ulimit -t ${cpuSeconds} && ulimit -d ${dataKb} && ulimit -n ${openFiles} && ulimit -c 0`;
 
 /**
  * `command` under `limits`, with core dumps off: `prlimit … -- command` where
@@ -32,8 +35,10 @@ export function withRlimits(probe: Pick<ProbeResult, 'prlimit' | 'shell'>, limit
     return [programs.prlimit ?? 'prlimit', `--cpu=${cpuSeconds}`, `--data=${dataBytes}`, `--nofile=${openFiles}`, ...(processes === undefined ? [] : [`--nproc=${processes}`]), '--core=0', '--', ...command];
   }
   if (probe.shell) {
-    // No process cap here: POSIX ulimit has none, and dash (-p) and bash (-u) spell theirs differently.
-    return ['/bin/sh', '-c', `ulimit -t ${cpuSeconds} -d ${dataBytes / 1024} -n ${openFiles} -c 0 && exec "$@"`, 'forge-sandbox', ...command];
+    // One limit per `ulimit`: dash, Debian's /bin/sh, refuses several in one ("too many arguments"). Its process
+    // cap is -p where bash's is -u (bash's -p is the pipe size, which cannot be set): -u first, then -p.
+    const nproc = processes === undefined ? '' : `{ ulimit -u ${processes} 2>/dev/null || ulimit -p ${processes}; } && `;
+    return ['/bin/sh', '-c', `${ULIMITS(cpuSeconds, dataBytes / 1024, openFiles)} && ${nproc}exec "$@"`, 'forge-sandbox', ...command];
   }
   return [...command];
 }
