@@ -190,6 +190,34 @@ describe('faults survived under load', () => {
     }
   }, 180_000);
 
+  it("a worker whose Redis goes away before any dispatcher checked its key keeps running, and a SIGTERM then stops it at once, through its own shutdown", async () => {
+    const redis = new DurableRedis(await freePort());
+    await redis.start();
+    try {
+      const own = new TestFleet({ redisUrl: redis.url });
+      try {
+        // No dispatcher: the lane's key check is unread, and the worker reads it again at each lease renewal.
+        const worker = await own.worker({ tier: 'host', env: { FORGE_LEASE_MS: '1500' } });
+        expect(worker.output()).toContain('no dispatcher has published');
+        await redis.kill();
+        // A failed read of the check is no verdict on the key (the worker used to take it for a wrong key, and exit).
+        await until('the worker to find its key check unreadable', () => worker.output().includes("could not read the lane's key check"));
+        expect(worker.output()).not.toContain('is not its lane');
+        expect(worker.proc.exitCode).toBeNull();
+        expect(await worker.stop('SIGTERM')).toBe(0);
+        expect(worker.output()).toContain('stopping while Redis is away');
+        // Not its process's last resort, which waits its shutdown grace and then some.
+        expect(worker.output()).not.toContain('exiting with work still open');
+      } finally {
+        // The fleet's clean-up removes its keys: Redis must be there for it.
+        await redis.start();
+        await own.stopAll();
+      }
+    } finally {
+      await redis.stop();
+    }
+  });
+
   it('a call whose record was written without its job (Redis died between the two) runs once when its id is submitted again', async () => {
     await fleet.worker({ tier: 'platform' });
     const { url } = await fleet.dispatcher();

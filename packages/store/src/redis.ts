@@ -75,12 +75,27 @@ function open(target: RedisTarget, role: 'command' | 'blocking' | 'queue'): Redi
   );
 }
 
-/** Closes a connection without throwing when it is already closed. */
+/** How long a close waits for Redis to answer its QUIT before it drops the connection. */
+const QUIT_WAIT_MS = 1000;
+
+/**
+ * Closes a connection without throwing when it is already closed. A connection that is not up (Redis away, still
+ * reconnecting) is dropped at once: its QUIT would wait in the offline queue for a Redis that may never come back,
+ * holding a stopping process. One that is up gets QUIT (what it sent before is answered first), for a bounded time.
+ */
 export async function closeRedis(redis: RedisConnection): Promise<void> {
+  if (redis.status !== 'ready') {
+    redis.disconnect();
+    return;
+  }
+  let timer: NodeJS.Timeout | undefined;
+  const gaveUp = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), QUIT_WAIT_MS)));
   try {
-    await redis.quit();
+    if ((await Promise.race([redis.quit(), gaveUp])) === 'late') redis.disconnect();
   } catch {
     redis.disconnect();
+  } finally {
+    clearTimeout(timer);
   }
 }
 

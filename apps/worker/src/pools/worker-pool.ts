@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import { type CallEnvelope, laneOf, queueName, type RedisTarget, type Tier, type Tool, type ToolDefinition, WorkerLostError } from '@forge-fleet/shared';
+import { type CallEnvelope, ConfigInvalidError, laneOf, queueName, type RedisTarget, type Tier, type Tool, type ToolDefinition, WorkerLostError } from '@forge-fleet/shared';
 import { Catalog, CallerSessions, CallStore, callsOfJob, closeRedis, connectRedis, directPackOf, idleFetch, KeyChecks, openQueue, packOf, RedisAuditLogger, type RedisConnection, RedisRiskSignalQueue, ReplyPublisher, fleetKeys, packQueueName } from '@forge-fleet/store';
 import { type FleetMetrics, MeteredAuditLogger, type ToolTracer } from '@forge-fleet/telemetry';
 import { type Job, type Queue, UnrecoverableError, Worker } from 'bullmq';
@@ -66,6 +66,8 @@ interface Running {
   readonly sessions: CallerSessions;
 }
 
+/** How long past its grace period a stopping pool waits for Redis to take its last commands before it drops its connections. */
+const CLOSE_MARGIN_MS = 2000;
 /** How long a worker that handed a call back for want of a slot takes no job, so that another worker takes it. */
 const HAND_BACK_PAUSE_MS = 250;
 /** How long a read of the pack's live workers is taken as current. */
@@ -225,9 +227,16 @@ export class WorkerPool {
     o.log.info({ queue: this.queue, tools: definitions.map((d) => d.name), workerId: this.id, concurrency: o.concurrency }, 'worker pool ready');
   }
 
-  /** A key found wrong after start (no dispatcher had published a check then): stop taking calls and exit. */
+  /**
+   * A key found wrong after start (no dispatcher had published a check then): stop taking calls and exit. Any other
+   * failure of the check (Redis away for a while) is no verdict on the key: it is checked again at the next renewal.
+   */
   #wrongKey(err: unknown): void {
     if (this.#stopping) return;
+    if (!(err instanceof ConfigInvalidError)) {
+      this.#o.log.warn({ err }, "could not read the lane's key check; trying again");
+      return;
+    }
     this.#o.log.fatal({ err }, "this worker's FORGE_CALL_KEY is not its lane's; stopping");
     this.#o.onFatal?.(err);
   }
@@ -336,23 +345,46 @@ export class WorkerPool {
     clearInterval(this.#leaseTimer);
     clearTimeout(this.#resumeTimer);
     const running = this.#running;
-    await running?.catalog.withdraw(this.lane, this.id, [...this.#tools.values()].map((t) => t.definition), o.pack, { direct: this.directQueue !== undefined }).catch(() => undefined);
-    // Its callers' sessions end with it: their next calls are claimed by the workers that take them.
-    for (const source of this.#sessionSources) {
-      await running?.sessions.release(this.lane, source.server, source.callers(), this.#holder).catch(() => undefined);
+    // With Redis away, its leases and holds lapse on their own: no write is waited for that may never be answered.
+    const connected = running?.redis.status === 'ready';
+    if (connected) {
+      await running?.catalog.withdraw(this.lane, this.id, [...this.#tools.values()].map((t) => t.definition), o.pack, { direct: this.directQueue !== undefined }).catch(() => undefined);
+      // Its callers' sessions end with it: their next calls are claimed by the workers that take them.
+      for (const source of this.#sessionSources) {
+        await running?.sessions.release(this.lane, source.server, source.callers(), this.#holder).catch(() => undefined);
+      }
+    } else {
+      o.log.warn('stopping while Redis is away: its catalog leases and sessions lapse on their own');
     }
     // Calls waiting here for a slot (a call slot, or their MCP server's) have not started: they go back to the queue
     // now, for the pack's other workers.
     running?.runner.handBackWaiting();
     this.#slots.drain();
     const closing = Promise.all([this.#worker?.close(), this.#directWorker?.close()]);
+    const graceMs = options.graceMs ?? o.shutdownGraceMs;
     const grace = setTimeout(() => {
       const active = running?.runner.active ?? new Map<string, ActiveRun>();
       if (active.size > 0) o.log.warn({ active: active.size }, 'grace period over: aborting active calls');
       for (const run of active.values()) run.stop(new WorkerLostError('call', 'shutdown'));
-    }, options.graceMs ?? o.shutdownGraceMs);
-    await closing;
+    }, graceMs);
+    // BullMQ's close waits for Redis to take its last commands: with Redis away, for ever. Past the grace (at once,
+    // when Redis is away and no call runs) the pool's connections are dropped, which ends those waits.
+    // BullMQ itself may then wait for a connection that never comes back: it is waited for a moment more, no longer.
+    const idle = !connected && (running?.runner.active.size ?? 0) === 0;
+    let drop: NodeJS.Timeout | undefined;
+    const dropped = new Promise<void>((resolve) => {
+      drop = setTimeout(
+        () => {
+          o.log.warn("Redis did not take the worker pool's last commands: dropping its connections");
+          for (const connection of [this.#workerConnection, this.#directConnection, this.#queueConnection, this.#subscriber, running?.redis]) connection?.disconnect();
+          setTimeout(resolve, CLOSE_MARGIN_MS).unref();
+        },
+        idle ? 0 : graceMs + CLOSE_MARGIN_MS,
+      );
+    });
+    await Promise.race([closing, dropped]);
     clearTimeout(grace);
+    clearTimeout(drop);
     if (this.#workerConnection) await closeRedis(this.#workerConnection);
     if (this.#directConnection) await closeRedis(this.#directConnection);
     await Promise.all([...this.#sendOnQueues.values()].map((q) => q.close()));
