@@ -2,7 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { ToolDefinition } from '@forge-fleet/shared';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CallerSessions, Catalog, directPackOf, fleetKeys, isDirectPack, packOf } from '@forge-fleet/store';
+import { CallerSessions, Catalog, directPackOf, fleetKeys, isDirectPack, laneQueueName, openQueue, packOf } from '@forge-fleet/store';
+import { pino } from 'pino';
+import { LapsedPacks } from '../../apps/worker/src/pools/lapsed-packs.js';
 import { redisUrl } from '../fixtures/redis.js';
 
 /**
@@ -93,4 +95,56 @@ describe("a worker's own pack", () => {
     await catalog.withdraw(L, 'w1', definitions, undefined, { direct: true });
     expect((await catalog.snapshot()).packs.map((p) => p.liveWorkers)).toEqual([0, 0]);
   });
+
+  it('is pruned from the catalog once it has stayed lapsed past the grace, its queue empty, and never while a worker holds it or its queue holds a call', async () => {
+    const catalog = new Catalog(redis, keys);
+    const log = pino({ level: 'silent' });
+    const shared = packOf(definitions);
+    const gone = directPackOf(shared, 'w-gone');
+    const busy = directPackOf(shared, 'w-busy');
+    const live = directPackOf(shared, 'w-live');
+    for (const worker of ['w-gone', 'w-busy']) {
+      await catalog.announce(L, worker, definitions, 10_000, { direct: true });
+      await catalog.withdraw(L, worker, definitions, undefined, { direct: true, toolsOnly: false });
+    }
+    await catalog.announce(L, 'w-live', definitions, 60_000, { direct: true });
+    // A call left in the busy one's queue (another worker sent it on): dispatchers must still find it there to re-home it.
+    const queue = openQueue(redis, prefix, `${laneQueueName(prefix, L)}.${busy.id}`);
+    await queue.add('call', { stranded: true });
+    await queue.close();
+    const sweep = new LapsedPacks(catalog, L, 1_000, log);
+    const now = Date.now();
+    expect(await sweep.sweep(now)).toEqual([]);
+    // Not yet past the grace since first seen.
+    expect(await sweep.sweep(now + 999)).toEqual([]);
+    // The other test's withdrawn pack, lapsed too, goes with it; the busy and the live ones stay.
+    const pruned = await sweep.sweep(now + 1_000);
+    expect(pruned).toContain(gone.id);
+    expect(pruned).not.toContain(busy.id);
+    expect(pruned).not.toContain(live.id);
+    const ids = (await catalog.snapshot()).packs.map((p) => p.id);
+    expect(ids).toEqual(expect.arrayContaining([shared.id, busy.id, live.id]));
+    expect(ids).not.toContain(gone.id);
+    expect(await redis.exists(keys.catalogPackLeases(L, gone.id))).toBe(0);
+    // A worker that was only cut off comes back: its renewal announces its pack again in full.
+    await catalog.renew(L, 'w-gone', definitions, 10_000, { direct: true });
+    expect((await catalog.snapshot()).packs.map((p) => p.id)).toContain(gone.id);
+  });
 });
+
+describe('a changed definition of a tool other workers serve', () => {
+  const before = [ToolDefinition.parse({ name: 'dz.w', description: 'writes', parameters: { type: 'object' }, tier: 'host' })];
+  const after = [ToolDefinition.parse({ name: 'dz.w', description: 'writes, destructively', parameters: { type: 'object' }, tier: 'host' })];
+
+  it('is refused while another live worker serves the old one, and taken over when the announcement says so', async () => {
+    const catalog = new Catalog(redis, keys);
+    await catalog.announce(L, 'a', before, 10_000);
+    await expect(catalog.announce(L, 'b', after, 10_000)).rejects.toThrow(/already served with a different definition/);
+    await catalog.announce(L, 'b', after, 10_000, { takeOver: true });
+    const entry = (await catalog.snapshot()).entries.get('dz.w');
+    expect(JSON.parse(entry!.json)).toMatchObject({ description: 'writes, destructively' });
+    // Its calls go to the pack that serves it as it is now, not to the old one.
+    expect(entry?.packs.map((p) => p.id)).toEqual([packOf(after).id]);
+  });
+});
+

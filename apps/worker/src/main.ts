@@ -93,7 +93,7 @@ runMain('forge-worker', async (stopRequested) => {
   let concurrency = args.concurrency ?? DEFAULT_CONCURRENCY;
   // The process's id: every generation of its pool is this worker, holding the same servers' sessions.
   const workerId = args.id ?? `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
-  const makePool = (served: readonly Tool[], id: string): WorkerPool =>
+  const makePool = (served: readonly Tool[], id: string, options: { takeOverDefinitions?: boolean } = {}): WorkerPool =>
     new WorkerPool({
       redis: env.REDIS_URL,
       prefix: env.FORGE_PREFIX,
@@ -110,6 +110,7 @@ runMain('forge-worker', async (stopRequested) => {
       retryAttempts: env.FORGE_RETRY_ATTEMPTS,
       retryBackoffMs: env.FORGE_RETRY_BACKOFF_MS,
       id,
+      takeOverDefinitions: options.takeOverDefinitions,
       sessionHolder: workerId,
       callKey,
       maxResultBytes: env.FORGE_MAX_RESULT_BYTES,

@@ -3,7 +3,7 @@ import { type FleetKeys, packQueueName } from './keys.js';
 import { laneQueueName, parseLane } from './lanes.js';
 import { definitionHash, directPackOf, isDirectPack, packJson, packOf, parsePack, type ToolPack } from './packs.js';
 import type { RedisConnection } from './redis.js';
-import { ANNOUNCE_TOOLS, luaScript, RENEW_LEASES } from './scripts.js';
+import { ANNOUNCE_TOOLS, DROP_IDLE_QUEUE, luaScript, PRUNE_PACK, RENEW_LEASES } from './scripts.js';
 
 /** Which pack of a worker an announcement is about. */
 interface PackChoice {
@@ -59,6 +59,8 @@ export class Catalog {
   readonly #keys: FleetKeys;
   readonly #announce;
   readonly #renew;
+  readonly #prune;
+  readonly #dropIdleQueue;
   /** The pack of each definitions list announced through this catalog: a worker renews the same list every few seconds. */
   readonly #packs = new WeakMap<readonly ToolDefinition[], { readonly name: string | undefined; readonly pack: ToolPack }>();
 
@@ -67,6 +69,8 @@ export class Catalog {
     this.#keys = keys;
     this.#announce = luaScript<(string | number)[]>(redis, 'forgeAnnounceTools', 'variable', ANNOUNCE_TOOLS);
     this.#renew = luaScript<number>(redis, 'forgeRenewLeases', 'variable', RENEW_LEASES);
+    this.#prune = luaScript<number>(redis, 'forgePrunePack', 3, PRUNE_PACK);
+    this.#dropIdleQueue = luaScript<number>(redis, 'forgeDropIdleQueue', 'variable', DROP_IDLE_QUEUE);
   }
 
   /** Each definitions list's stable JSON, written once per list for the same reason (5,000 MCP tools are 16 MB of it). */
@@ -96,10 +100,11 @@ export class Catalog {
   /**
    * Announces or renews the worker's lease on its pack and on each tool;
    * with `notify`, tells dispatchers to re-read the catalog now (a worker
-   * joining).
-   * @throws RegistryError when a live worker serves one of the names with another definition.
+   * joining); with `takeOver`, a changed definition replaces the one other
+   * live workers serve (see ANNOUNCE_TOOLS) rather than being refused.
+   * @throws RegistryError when a live worker serves one of the names with another definition (not with `takeOver`).
    */
-  async announce(lane: string, workerId: string, definitions: readonly ToolDefinition[], leaseMs: number, options: { notify?: boolean } & PackChoice = {}): Promise<void> {
+  async announce(lane: string, workerId: string, definitions: readonly ToolDefinition[], leaseMs: number, options: { notify?: boolean; takeOver?: boolean } & PackChoice = {}): Promise<void> {
     const now = Date.now();
     // Registering the lane needs no atomicity with the announcement: it only tells dispatchers where to look.
     void this.#redis.sadd(this.#keys.catalogLanes, lane).catch(() => undefined);
@@ -111,7 +116,7 @@ export class Catalog {
       this.#keys.catalogVersion(lane),
       ...definitions.map((d) => this.#keys.catalogLeases(lane, d.name)),
     ];
-    const args: (string | number)[] = [workerId, now, now + leaseMs, pack.id, packJson(pack.tools)];
+    const args: (string | number)[] = [workerId, now, now + leaseMs, pack.id, packJson(pack.tools), options.takeOver === true ? '1' : '0'];
     let jsons = this.#jsons.get(definitions);
     if (jsons === undefined) {
       jsons = definitions.map((d) => stableStringify(d));
@@ -194,6 +199,36 @@ export class Catalog {
   /** How many workers hold a live lease on a pack, read now (not from any cache). */
   async liveWorkers(lane: string, pack: string, now = Date.now()): Promise<number> {
     return this.#redis.zcount(this.#keys.catalogPackLeases(lane, pack), now, '+inf');
+  }
+
+  /**
+   * The lane's worker-own packs (see directPackOf) that no worker holds a live lease on now: their workers stopped,
+   * died, or moved to another generation's pack. Each start of a worker with a `perCaller` server adds one.
+   */
+  async lapsedDirectPacks(lane: string, now = Date.now()): Promise<string[]> {
+    const ids = Object.keys(await this.#redis.hgetall(this.#keys.catalogPacks(lane))).filter(isDirectPack);
+    if (ids.length === 0) return [];
+    const leases = this.#redis.pipeline();
+    for (const id of ids) leases.zcount(this.#keys.catalogPackLeases(lane, id), `(${now}`, '+inf');
+    const live = (await leases.exec()) ?? [];
+    return ids.filter((_, i) => live[i]?.[0] == null && Number(live[i]?.[1]) === 0);
+  }
+
+  /**
+   * Removes a lapsed worker-own pack from the lane's catalog, with what BullMQ kept beside its queue, when its queue
+   * holds no call: dispatchers read every pack of a lane at each catalog read, so the packs of workers long gone
+   * would cost every read more with each restart. A pack whose queue still holds a call stays, for dispatchers to
+   * re-home it; one that is live again stays too. The queue is looked at first, in its own slot (a Redis Cluster
+   * puts it apart from the catalog): the caller makes sure that nothing sends calls there any more (its lease long
+   * lapsed). Returns whether it was removed.
+   */
+  async pruneDirectPack(lane: string, id: string, now = Date.now()): Promise<boolean> {
+    if (!isDirectPack(id)) return false;
+    const queue = `${this.#keys.prefix}:${packQueueName(laneQueueName(this.#keys.prefix, lane), id)}`;
+    const pending = ['wait', 'delayed', 'prioritized', 'paused', 'active', 'waiting-children', 'failed', 'completed'];
+    const bookkeeping = ['meta', 'id', 'events', 'stalled-check', 'stalled', 'marker', 'pc', 'limiter', 'de', 'repeat'];
+    if ((await this.#dropIdleQueue([...pending, ...bookkeeping].map((k) => `${queue}:${k}`), [])) !== 1) return false;
+    return (await this.#prune([this.#keys.catalogPacks(lane), this.#keys.catalogPackLeases(lane, id), this.#keys.catalogVersion(lane)], [id, now])) === 1;
   }
 
   /**

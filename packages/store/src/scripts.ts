@@ -260,23 +260,31 @@ return {'cancelled', unpack(targets)}`;
  * this worker's leases on the pack and on each tool, bumps the lane's version
  * when a definition or the pack changed (a renewal of the same list writes
  * neither), and returns {}.
+ * With takeover ('1'), a definition that another live worker serves
+ * otherwise is replaced rather than refused (never a pack: a named pack's
+ * workers share one queue, so their tools must match): a worker whose MCP
+ * server changed its list takes the tool's name, its pack becomes where the
+ * tool's calls go, and the other workers' packs serve it no more under the
+ * old definition until they take the change too.
  * KEYS: the lane's definitions, its packs, this pack's leases, the lane's
  * version, then one lease set per tool. ARGV: worker id, now, lease expiry,
- * pack id, pack JSON, then name and definition JSON per tool.
+ * pack id, pack JSON, takeover ('1' or '0'), then name and definition JSON per tool.
  */
 export const ANNOUNCE_TOOLS = `
 local n = #KEYS - 4
+local takeover = ARGV[6] == '1'
 local conflicts = {}
 local differs = {}
 for j = 1, n do
-  local existing = redis.call('HGET', KEYS[1], ARGV[4 + 2 * j])
-  differs[j] = existing ~= ARGV[5 + 2 * j]
-  if existing and differs[j] then
+  local name = ARGV[5 + 2 * j]
+  local existing = redis.call('HGET', KEYS[1], name)
+  differs[j] = existing ~= ARGV[6 + 2 * j]
+  if existing and differs[j] and not takeover then
     redis.call('ZREMRANGEBYSCORE', KEYS[4 + j], '-inf', ARGV[2])
     local others = redis.call('ZCARD', KEYS[4 + j])
     if redis.call('ZSCORE', KEYS[4 + j], ARGV[1]) then others = others - 1 end
     if others > 0 then
-      table.insert(conflicts, ARGV[4 + 2 * j])
+      table.insert(conflicts, name)
       table.insert(conflicts, others)
     end
   end
@@ -295,7 +303,7 @@ if #conflicts > 0 then return conflicts end
 local changed = false
 for j = 1, n do
   if differs[j] then
-    redis.call('HSET', KEYS[1], ARGV[4 + 2 * j], ARGV[5 + 2 * j])
+    redis.call('HSET', KEYS[1], ARGV[5 + 2 * j], ARGV[6 + 2 * j])
     changed = true
   end
   redis.call('ZADD', KEYS[4 + j], ARGV[3], ARGV[1])
@@ -332,6 +340,37 @@ for i = 3, #KEYS do
 end
 for i = 3, #KEYS do redis.call('ZADD', KEYS[i], ARGV[3], ARGV[1]) end
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ARGV[2])
+return 1`;
+
+/**
+ * Removes a worker's own pack (see directPackOf) from its lane's catalog once
+ * no worker holds a live lease on it: dispatchers stop reading it, and a
+ * worker that comes back announces it again in full (RENEW_LEASES finds it
+ * gone). KEYS: the lane's packs, the pack's leases, the lane's version. ARGV:
+ * pack id, now. Returns 1 when removed.
+ */
+export const PRUNE_PACK = `
+if redis.call('ZCOUNT', KEYS[2], '(' .. ARGV[2], '+inf') > 0 then return 0 end
+if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('DEL', KEYS[2])
+redis.call('INCR', KEYS[3])
+return 1`;
+
+/**
+ * Whether a BullMQ queue holds no call to run (no job waiting, delayed,
+ * prioritized, paused, running or waiting for children); when it holds no job
+ * at all, also deletes what BullMQ keeps beside its jobs (meta, id counter,
+ * events, stall check, marker…), which nothing reads once its workers are
+ * gone. KEYS: wait, delayed, prioritized, paused, active, waiting-children,
+ * failed, completed, then the keys to delete. Returns 1 when it holds no call.
+ */
+export const DROP_IDLE_QUEUE = `
+for i = 1, 6 do
+  if redis.call('EXISTS', KEYS[i]) == 1 then return 0 end
+end
+if redis.call('EXISTS', KEYS[7]) == 0 and redis.call('EXISTS', KEYS[8]) == 0 then
+  for i = 9, #KEYS do redis.call('DEL', KEYS[i]) end
+end
 return 1`;
 
 /**

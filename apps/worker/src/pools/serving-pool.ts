@@ -26,13 +26,14 @@ export const RETOOL_MIN_INTERVAL_MS = 1000;
  * withdraws its leases (dispatchers re-home what its queue still holds) and
  * finishes the calls it has — no call is dropped and the tools that stayed
  * are never without a worker. Only when the new generation is refused because
- * the old one still serves a tool under its old definition does the old one
- * step aside first: it gives up its leases without telling dispatchers, the
- * new one is announced, and then the old one stops as above. Changes are
- * taken one at a time, the newest last.
+ * the old one (or another worker of the same server) still serves a tool under
+ * its old definition does the old one step aside first: it gives up its
+ * leases without telling dispatchers, the new one is announced taking the
+ * tool's name over, and then the old one stops as above. Changes are taken
+ * one at a time, the newest last.
  */
 export class ServingPool {
-  readonly #make: (tools: readonly Tool[], id: string) => WorkerPool;
+  readonly #make: (tools: readonly Tool[], id: string, options?: { takeOverDefinitions?: boolean }) => WorkerPool;
   readonly #baseId: string;
   readonly #log: Logger;
   readonly #shutdownGraceMs: number;
@@ -48,7 +49,7 @@ export class ServingPool {
   #cutWait: (() => void) | undefined;
   #stopping = false;
 
-  constructor(options: { make: (tools: readonly Tool[], id: string) => WorkerPool; id: string; shutdownGraceMs: number; log: Logger }) {
+  constructor(options: { make: (tools: readonly Tool[], id: string, options?: { takeOverDefinitions?: boolean }) => WorkerPool; id: string; shutdownGraceMs: number; log: Logger }) {
     this.#make = options.make;
     this.#baseId = options.id;
     this.#log = options.log;
@@ -136,13 +137,16 @@ export class ServingPool {
       // calls queued for it find the new generation rather than no worker.
       this.#log.info({ err: err.message }, 'a tool changed its definition; the old generation steps aside before the new one starts');
       await old.stepAside();
-      next = this.#make(tools, `${id}b`);
+      // Other workers of the server may serve the tool as it was, each waiting for the others to let go: a change of
+      // a server's list is the server's, so this generation takes the tool's name over (the others take the change
+      // as their own instances tell them of it).
+      next = this.#make(tools, `${id}b`, { takeOverDefinitions: true });
       try {
         await next.start();
       } catch (again) {
         await next.stop({ graceMs: 0 }).catch(() => undefined);
-        // Refused again: another worker still serves the tool as it was, and a definition is the fleet's, not one
-        // worker's. This worker serves its previous set again, rather than nothing, until the change can be served.
+        // Refused again (a named pack whose other workers serve the previous set on the same queue): this worker
+        // serves its previous set again, rather than nothing, until the change can be served.
         const previous = this.#make(oldTools, `${id}c`);
         await previous.start();
         this.#current = previous;

@@ -12,6 +12,7 @@ import { type CallerSessionSource, callerSessionOf } from '../tools/caller-sessi
 import { CallSlots } from './call-slots.js';
 import { JobFetchGovernor } from './job-fetch-governor.js';
 import { LaneKeyCheck } from './lane-key-check.js';
+import { LapsedPacks } from './lapsed-packs.js';
 
 /** How a worker pool runs. */
 export interface WorkerPoolOptions {
@@ -48,6 +49,17 @@ export interface WorkerPoolOptions {
   readonly maxResultBytes: number;
   /** Shortest time between two progress reports of one call leaving this worker. @defaultValue 200 */
   readonly progressIntervalMs?: number | undefined;
+  /**
+   * How long a lapsed worker-own pack of the lane must stay lapsed before this worker prunes it from the catalog
+   * (see lapsed-packs.ts). @defaultValue 600000 (10 minutes)
+   */
+  readonly packPruneAfterMs?: number | undefined;
+  /**
+   * Whether its announcement replaces a tool's definition that other live workers serve otherwise, rather than being
+   * refused (see Catalog.announce): a generation started for an MCP server's changed list, which the other workers
+   * of the server take in turn. @defaultValue false
+   */
+  readonly takeOverDefinitions?: boolean | undefined;
   /** Counts outcomes (through the audit sink) and times runs. */
   readonly metrics?: FleetMetrics | undefined;
   /** Wraps each run in its `execute_tool` span; undefined while tracing is off (see ToolTracer.of). */
@@ -72,6 +84,10 @@ const CLOSE_MARGIN_MS = 2000;
 const HAND_BACK_PAUSE_MS = 250;
 /** How long a read of the pack's live workers is taken as current. */
 const OTHERS_FRESH_MS = 1000;
+/** How long a worker-own pack stays lapsed before it is pruned, unless the options say (see lapsed-packs.ts). */
+const PACK_PRUNE_AFTER_MS = 600_000;
+/** Longest time between two looks for lapsed worker-own packs to prune. */
+const PRUNE_LOOK_MS = 60_000;
 
 /**
  * A worker of one tool pack in one lane: announces its tools, takes jobs off
@@ -100,6 +116,7 @@ export class WorkerPool {
   #queue: Queue | undefined;
   #queueConnection: RedisConnection | undefined;
   #leaseTimer: NodeJS.Timeout | undefined;
+  #pruneTimer: NodeJS.Timeout | undefined;
   #stopping = false;
   readonly #packId: string;
   /** Ends a pause in taking jobs (see #pauseFetching). */
@@ -187,7 +204,8 @@ export class WorkerPool {
     // Before anything is announced: a worker whose key cannot verify its lane's calls must never take one.
     await keyCheck.verify(o.keyCheckWaitMs ?? 3000);
     const definitions = [...this.#tools.values()].map((t) => t.definition);
-    await catalog.announce(this.lane, this.id, definitions, o.leaseMs, { pack: o.pack });
+    const takeOver = o.takeOverDefinitions === true;
+    await catalog.announce(this.lane, this.id, definitions, o.leaseMs, { pack: o.pack, takeOver });
     // Its own queue first: a call sent on to it must find a worker, and dispatchers re-home what it holds if it dies.
     if (this.directQueue !== undefined) await catalog.announce(this.lane, this.id, definitions, o.leaseMs, { pack: o.pack, direct: true });
     this.#leaseTimer = setInterval(() => {
@@ -195,6 +213,12 @@ export class WorkerPool {
       if (this.directQueue !== undefined) this.#renewSessions(catalog, sessions, definitions);
       if (!keyCheck.verified) keyCheck.verify(0).catch((err: unknown) => this.#wrongKey(err));
     }, Math.max(100, Math.floor(o.leaseMs / 3)));
+    const pruneAfterMs = o.packPruneAfterMs ?? PACK_PRUNE_AFTER_MS;
+    const lapsed = new LapsedPacks(catalog, this.lane, pruneAfterMs, o.log);
+    this.#pruneTimer = setInterval(() => {
+      lapsed.sweep().catch((err: unknown) => o.log.warn({ err }, 'could not prune lapsed packs from the catalog'));
+    }, Math.min(PRUNE_LOOK_MS, Math.max(100, Math.floor(pruneAfterMs / 2))));
+    this.#pruneTimer.unref();
 
     this.#subscriber = connectRedis(o.redis, 'blocking', o.log);
     await CallStore.onCancelSignal(this.#subscriber, this.#keys, this.lane, (callId) => runner.stop(callId, 'cancelled by its caller'));
@@ -223,7 +247,7 @@ export class WorkerPool {
       this.#renewSessions(catalog, sessions, definitions);
     }
     // Tell dispatchers now rather than at their next periodic catalog read.
-    await catalog.announce(this.lane, this.id, definitions, o.leaseMs, { notify: true, pack: o.pack });
+    await catalog.announce(this.lane, this.id, definitions, o.leaseMs, { notify: true, pack: o.pack, takeOver });
     o.log.info({ queue: this.queue, tools: definitions.map((d) => d.name), workerId: this.id, concurrency: o.concurrency }, 'worker pool ready');
   }
 
@@ -343,6 +367,7 @@ export class WorkerPool {
     this.#stopping = true;
     const o = this.#o;
     clearInterval(this.#leaseTimer);
+    clearInterval(this.#pruneTimer);
     clearTimeout(this.#resumeTimer);
     const running = this.#running;
     // With Redis away, its leases and holds lapse on their own: no write is waited for that may never be answered.
