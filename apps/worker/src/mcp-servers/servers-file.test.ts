@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -380,5 +381,27 @@ describe('values from the environment and files', () => {
     expect(message).toMatch(/missing\.yaml:13:14: servers\.h\.headers\.X-Key: the value from environment variable MULTI contains a line break or NUL/);
     expect(message).not.toContain(token);
     expect(message).not.toContain('X-Evil');
+  });
+  it('refuses a fromFile that is no regular file (a FIFO would hold the start for ever, a device never end) or is too large', () => {
+    const fifo = join(dir, 'secret.fifo');
+    execFileSync('mkfifo', [fifo]);
+    file('huge.txt', 'x'.repeat(1024 * 1024 + 1));
+    const path = file('special.yaml', ['version: 1', 'servers:', '  s:', '    command: x', '    env:', '      A: { fromFile: ./secret.fifo }', '      B: { fromFile: /dev/zero }', '      C: { fromFile: ./huge.txt }', '      D: { fromFile: ./data }', ''].join('\n'));
+    const message = failure(path);
+    expect(message).toMatch(new RegExp(`special\\.yaml:6:10: servers\\.s\\.env\\.A: ${fifo} is not a regular file`));
+    expect(message).toMatch(/special\.yaml:7:10: servers\.s\.env\.B: \/dev\/zero is not a regular file/);
+    expect(message).toMatch(/special\.yaml:8:10: servers\.s\.env\.C: .*huge\.txt is 1048577 bytes; a value from a file may be at most 1048576/);
+    expect(message).toMatch(/special\.yaml:9:10: servers\.s\.env\.D: .*data is not a regular file/);
+  });
+
+  it('refuses a command or argument no command line can carry: a NUL, or more than the kernel takes in one argument or environment entry', () => {
+    const path = file('argv.yaml', ['version: 1', 'servers:', '  s:', '    command: "x\\0y"', '    args: [ok, "a\\0b", ' + JSON.stringify('z'.repeat(200_000)) + ']', ''].join('\n'));
+    const message = failure(path);
+    expect(message).toMatch(/argv\.yaml:4:14: servers\.s\.command: contains a NUL character, which a command line cannot carry; remove it/);
+    expect(message).toMatch(/argv\.yaml:5:16: servers\.s\.args\.1: contains a NUL character/);
+    expect(message).toMatch(/servers\.s\.args\.2: is 200000 bytes, over the 131071 one argument may be/);
+    // An environment entry is checked once the file's shape is right.
+    const env = failure(file('env.yaml', ['version: 1', 'servers:', '  s:', '    command: x', '    env:', '      BIG: ' + JSON.stringify('v'.repeat(200_000)), ''].join('\n')));
+    expect(env).toMatch(/env\.yaml:6:12: servers\.s\.env\.BIG: the value makes an environment entry of 200004 bytes, over the 131071 one may be/);
   });
 });

@@ -1,4 +1,4 @@
-import { readFileSync, realpathSync, statSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { ConfigInvalidError, MAX_TIMEOUT_MS, PoolName, type Tier, TierInput, ToolName } from '@forge-fleet/shared';
 import { z } from 'zod';
@@ -96,6 +96,22 @@ const HeaderName = z
  * to the servers file; one trailing newline dropped). Taken values are secrets
  * (see {@link SecretValue}): errors name the variable or file, never the value.
  */
+/**
+ * The most bytes one argument or one environment entry (`NAME=value`) may
+ * take: the kernel's MAX_ARG_STRLEN (128 KiB, its terminating NUL included).
+ * A longer one fails the server's every start with `E2BIG`.
+ */
+const MAX_ARG_BYTES = 128 * 1024 - 1;
+
+/** The most bytes a `fromFile` value is read to: a secret, a token, a key; not a data file. */
+const MAX_FILE_VALUE_BYTES = 1024 * 1024;
+
+/** A string that goes on a server's command line: no NUL (no command line can carry one), within {@link MAX_ARG_BYTES}. */
+const CommandLineString = z
+  .string()
+  .refine((v) => !v.includes('\0'), 'contains a NUL character, which a command line cannot carry; remove it')
+  .refine((v) => Buffer.byteLength(v) <= MAX_ARG_BYTES, { error: (issue) => `is ${Buffer.byteLength(String(issue.input))} bytes, over the ${MAX_ARG_BYTES} one argument may be (the kernel's MAX_ARG_STRLEN); pass large data in a file` });
+
 export const ValueSource = z.union([z.string(), z.strictObject({ fromEnv: EnvName }), z.strictObject({ fromFile: z.string().min(1) })], {
   error: 'must be a string, { fromEnv: NAME } or { fromFile: PATH }',
 });
@@ -139,9 +155,9 @@ const Paths = z.array(z.string().min(1)).default([]);
 export const ServerSpec = z
   .strictObject({
     /** Stdio: the program to start (looked up on the declared `PATH`). */
-    command: z.string().min(1).optional(),
+    command: CommandLineString.pipe(z.string().min(1)).optional(),
     /** Stdio: its arguments. @defaultValue [] */
-    args: z.array(z.string()).default([]),
+    args: z.array(CommandLineString).default([]),
     /** Stdio: its working directory, relative to the servers file. @defaultValue the worker's */
     cwd: z.string().min(1).optional(),
     /**
@@ -441,14 +457,12 @@ function takeValue(value: ValueSource, r: Resolution & { readonly path: Property
     taken = new SecretValue(v, `environment variable ${value.fromEnv}`);
   } else {
     const file = resolve(r.dir, value.fromFile);
-    let text: string;
-    try {
-      text = readFileSync(file, 'utf8');
-    } catch (error) {
-      // The code alone (ENOENT, EACCES…): a message is safe today, but a path is all anyone needs.
-      r.problems.push(problemAt(r.source, r.path, `cannot read file ${file}: ${errorCode(error)}; fix \`fromFile\` (a relative path starts at the servers file's directory) or the file's permissions`));
+    const read = readValueFile(file);
+    if (typeof read !== 'string') {
+      r.problems.push(problemAt(r.source, r.path, read.problem));
       return '';
     }
+    const text = read;
     // Secret files are written by `echo` and editors as often as not: one trailing newline is never part of a token.
     taken = new SecretValue(text.replace(/\r?\n$/, ''), `file ${file}`);
   }
@@ -457,7 +471,36 @@ function takeValue(value: ValueSource, r: Resolution & { readonly path: Property
   // A header with a line break would be refused by fetch at the first request (or smuggle a header); a NUL cannot be in any environment.
   if (r.field === 'headers' && /[\r\n\0]/.test(plain)) r.problems.push(problemAt(r.source, r.path, `${what} contains a line break or NUL, which a header cannot carry; remove it there`));
   if (r.field === 'env' && plain.includes('\0')) r.problems.push(problemAt(r.source, r.path, `${what} contains a NUL character, which an environment cannot carry; remove it there`));
+  const entry = r.field === 'env' ? Buffer.byteLength(`${String(r.path.at(-1))}=${plain}`) : 0;
+  if (entry > MAX_ARG_BYTES) r.problems.push(problemAt(r.source, r.path, `${what} makes an environment entry of ${entry} bytes, over the ${MAX_ARG_BYTES} one may be (the kernel's MAX_ARG_STRLEN); pass large data in a file the server reads`));
   return taken;
+}
+
+/**
+ * The text of a `fromFile` value, or what is wrong with its file: one that is
+ * no regular file (a FIFO would block the worker's start for ever, a device
+ * never end) or is larger than {@link MAX_FILE_VALUE_BYTES}. Opened without
+ * blocking and checked on the descriptor, so the file checked is the file read.
+ */
+function readValueFile(file: string): string | { problem: string } {
+  const fix = "fix `fromFile` (a relative path starts at the servers file's directory) or the file's permissions";
+  let fd: number;
+  try {
+    fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK);
+  } catch (error) {
+    // The code alone (ENOENT, EACCES…): a message is safe today, but a path is all anyone needs.
+    return { problem: `cannot read file ${file}: ${errorCode(error)}; ${fix}` };
+  }
+  try {
+    const stat = fstatSync(fd);
+    if (!stat.isFile()) return { problem: `${file} is not a regular file (a directory, a FIFO or a device); give \`fromFile\` a file that holds the value` };
+    if (stat.size > MAX_FILE_VALUE_BYTES) return { problem: `${file} is ${stat.size} bytes; a value from a file may be at most ${MAX_FILE_VALUE_BYTES} (a secret, a token or a key)` };
+    return readFileSync(fd, 'utf8');
+  } catch (error) {
+    return { problem: `cannot read file ${file}: ${errorCode(error)}; ${fix}` };
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /** Where `path` leads on the host, every symlink followed; undefined when it cannot be told (a permission, a race). */
