@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { inspect } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { revealAll, SecretValue } from './secret-value.js';
+import { poolOptionsOf } from './pool-options-of.js';
 import { loadServersFile, prefixedToolName, SERVER_DEFAULTS, type StdioTransport, type HttpTransport } from './servers-file.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'forge-mcp-servers-'));
@@ -403,5 +404,11 @@ describe('values from the environment and files', () => {
     // An environment entry is checked once the file's shape is right.
     const env = failure(file('env.yaml', ['version: 1', 'servers:', '  s:', '    command: x', '    env:', '      BIG: ' + JSON.stringify('v'.repeat(200_000)), ''].join('\n')));
     expect(env).toMatch(/env\.yaml:6:12: servers\.s\.env\.BIG: the value makes an environment entry of 200004 bytes, over the 131071 one may be/);
+  });
+  it("accepts a host server's filesystem when one of its tools runs sandboxed (its instances there need their view), and gives it to them", () => {
+    const path = file('mixed.yaml', ['version: 1', 'servers:', '  h:', '    command: /usr/bin/python3', `    args: [${join(dir, 'data', 'server.py')}]`, `    filesystem: { read: [${join(dir, 'data')}] }`, '    tools:', '      pid: { tier: platform }', ''].join('\n'));
+    const [server] = loadServersFile(path, noEnv).servers;
+    expect(server).toMatchObject({ tier: 'host', filesystem: { read: [join(dir, 'data')], write: [] } });
+    expect(poolOptionsOf(server!, { sandbox: true })).toMatchObject({ launch: { sandbox: { read: [join(dir, 'data')] } } });
   });
 });

@@ -221,7 +221,9 @@ export const ServerSpec = z
       if (o.pool !== undefined && tier !== 'host') issue(['tools', tool, 'pool'], `only host-tier tools run on named worker pools; remove pool "${o.pool}" or set tier: host for this tool`);
     }
     // On the host tier nothing would enforce the view; accepting it would promise a confinement that is not there.
-    if (s.filesystem !== undefined && s.tier === 'host') issue(['filesystem'], 'host-tier servers get no private filesystem view; remove `filesystem` or choose tier: platform');
+    // A host server with a tool placed on a sandboxed tier runs sandboxed instances there, which need their view.
+    const sandboxedTool = Object.values(s.tools).some((o) => o.tier !== undefined && o.tier !== 'host');
+    if (s.filesystem !== undefined && s.tier === 'host' && !sandboxedTool) issue(['filesystem'], 'host-tier servers get no private filesystem view; remove `filesystem`, choose tier: platform, or place the tools that need it on tier: platform');
     const max = maxInstances(s);
     if (s.instances.min > max) issue(['instances', 'min'], `min (${s.instances.min}) is above max (${max}${s.instances.max === undefined ? ', the default' : ''}); lower min, or raise instances.max`);
     if (s.restartBackoff.initialMs > s.restartBackoff.maxMs) issue(['restartBackoff', 'initialMs'], `initialMs (${s.restartBackoff.initialMs}) is above maxMs (${s.restartBackoff.maxMs}); lower initialMs, or raise maxMs`);
