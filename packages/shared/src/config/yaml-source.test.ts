@@ -49,6 +49,12 @@ describe('YAML sources', () => {
     for (const [text, problem] of cases) expect(refusal(text), text).toContain(problem);
   });
 
+  it('say each syntax error once, however often the parser finds it at the same place (QA: an unclosed `{` was told three times)', () => {
+    const problems = refusal('{{{{\n');
+    expect(problems.length).toBeGreaterThan(0);
+    expect(new Set(problems).size).toBe(problems.length);
+  });
+
   it('refuse an alias of no anchor as such, not as an alias bomb', () => {
     expect(refusal('a: 1\nb: *nope\n')).toEqual(['f.yaml:2:4: the alias *nope names no anchor before it; put &nope on a value above it, or write the value out']);
   });

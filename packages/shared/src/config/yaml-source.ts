@@ -59,7 +59,8 @@ export function parseYamlSource(file: string, text: string, what: string): YamlS
     const { line, col } = lines.linePos(offset);
     return `${file}:${line}:${col}`;
   };
-  if (doc.errors.length > 0) throw new ConfigInvalidError(what, doc.errors.map((e) => `${at(e.pos[0])}: ${yamlErrorText(e, text, doc)}`));
+  // The parser may find the same error at the same place several times (an unclosed `{`): each is said once.
+  if (doc.errors.length > 0) throw new ConfigInvalidError(what, [...new Set(doc.errors.map((e) => `${at(e.pos[0])}: ${yamlErrorText(e, text, doc)}`))]);
   refuseCollectionKeys(doc, what, at);
   const source: YamlSource = {
     value: plainValue(doc, what, at, file),
