@@ -60,7 +60,12 @@ describe('approvals by people', () => {
     const id = `modify-${randomUUID()}`;
     const result = agent.call('confirm_echo', { text: 'original' }, { id, timeoutMs: 20_000 });
     await pending(id);
-    await expect(approver.decide(id, { decision: 'modify', arguments: { text: 'x'.repeat(50) } })).rejects.toMatchObject({ code: 'SCHEMA_VALIDATION', httpStatus: 422 });
+    const refused = approver.decide(id, { decision: 'modify', arguments: { text: 'x'.repeat(50) } });
+    await expect(refused).rejects.toMatchObject({ code: 'SCHEMA_VALIDATION', httpStatus: 422 });
+    // The person is told what they can do: the call waits on (not "call again", which is the agent's remedy).
+    const said = (await refused.catch((error: unknown) => error as Error)) as Error;
+    expect(said.message).toContain('the call keeps waiting for a person, so send another modify, or deny it');
+    expect(said.message).not.toContain('call again');
     expect((await pending(id)).arguments).toEqual({ text: 'original' });
     await approver.decide(id, { decision: 'modify', arguments: { text: 'edited' }, reason: 'softer wording' });
     expect(await result).toMatchObject({ isError: false, structuredContent: { echo: 'edited', runs: 1 } });

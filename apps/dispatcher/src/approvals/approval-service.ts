@@ -37,6 +37,11 @@ export interface ApprovalServiceDeps {
   readonly sweepMs?: number;
 }
 
+
+/** What a person whose decision the schema refused can do: the call keeps waiting (not "call again"). */
+const STILL_WAITING_EDIT = "fix the modified arguments to match the tool's parameters schema: the call keeps waiting for a person, so send another modify, or deny it";
+const STILL_WAITING_CHANGED = "the call keeps waiting for a person: modify its arguments to fit the tool's parameters schema of now, or deny it";
+
 /** Roles that may see and decide pending approvals. */
 const DECIDERS = ['approver', 'admin'] as const;
 
@@ -127,11 +132,11 @@ export class ApprovalService {
       // An edit meets every check a submission's arguments meet, in the same order and with the same answer: the
       // input limits, then the schema. Refused, the call keeps waiting; the person can try again.
       checkArguments(args, d.limits);
-      validateArguments(definition, args, 'after_modify');
+      validateArguments(definition, args, 'after_modify', STILL_WAITING_EDIT);
     } else {
       // Admitted under the definition of then: one that changed since (an MCP server's new schema) may refuse them.
       // Refused, the call keeps waiting, as after a refused edit; a person can make them fit, or deny it.
-      validateArguments(definition, args, 'definition_changed');
+      validateArguments(definition, args, 'definition_changed', STILL_WAITING_CHANGED);
     }
     const decision = request.decision === 'modify' ? 'modified' : 'approved';
     const envelope = d.signer.sign({ ...record.envelope, call: { ...record.envelope.call, arguments: args }, approval: { decision, by }, enqueuedAt: Date.now() });
@@ -199,3 +204,4 @@ export class ApprovalService {
     });
   }
 }
+

@@ -64,7 +64,11 @@ export class SchemaValidationError extends FleetError {
   readonly reason: string;
   /** The failing rules, first one first: at most {@link MAX_LISTED_ISSUES} of them (`details.issueCount` counts all). */
   readonly issues: readonly SchemaIssue[];
-  constructor(args: { toolName: string; issues: readonly [SchemaIssue, ...SchemaIssue[]]; stage?: ValidationStage }) {
+  /**
+   * @param args.remedy what to do instead of calling again: a person whose decision was refused sends another (the
+   *   call keeps waiting).
+   */
+  constructor(args: { toolName: string; issues: readonly [SchemaIssue, ...SchemaIssue[]]; stage?: ValidationStage; remedy?: string }) {
     const [first] = args.issues;
     const stage = args.stage ?? 'arguments';
     const count = args.issues.length;
@@ -77,7 +81,7 @@ export class SchemaValidationError extends FleetError {
           : ` (and ${count - 1} more problem(s), see details.issues)`;
     const after = stage === 'after_modify' ? ' after the approval step modified them' : stage === 'definition_changed' ? " no longer fit its definition, which changed after the call was admitted, and" : '';
     super(
-      `arguments for tool '${args.toolName}'${after} failed schema validation at '${displayPath(first.path)}': ${first.reason}${more}; fix the arguments to match the tool's parameters schema and call again`,
+      `arguments for tool '${args.toolName}'${after} failed schema validation at '${displayPath(first.path)}': ${first.reason}${more}; ${args.remedy ?? "fix the arguments to match the tool's parameters schema and call again"}`,
       { toolName: args.toolName, path: first.path, reason: first.reason, stage, issues: listed, issueCount: count },
     );
     this.toolName = args.toolName;
