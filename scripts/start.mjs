@@ -264,8 +264,16 @@ function stopAll(code) {
   })();
   return stopping;
 }
-process.once('SIGINT', () => void stopAll(0));
-process.once('SIGTERM', () => void stopAll(0));
+// A second Ctrl-C (or TERM) while stopping hurries the processes rather than leaving them: each is signalled again,
+// which a fleet process takes as "exit now" (run-main.ts), and this one still waits for them and stops Redis after.
+// Were the default action left to a second signal, it would end this process alone, its children orphaned.
+const onStopSignal = () => {
+  if (stopping === undefined) return void stopAll(0);
+  say('Forge Fleet: stopping now…');
+  for (const child of children) if (child.proc.exitCode === null && child.proc.signalCode === null) child.proc.kill('SIGTERM');
+};
+process.on('SIGINT', onStopSignal);
+process.on('SIGTERM', onStopSignal);
 
 /** Whether something listens on host:port (asked by trying to listen there ourselves). */
 function portInUse(h, p) {

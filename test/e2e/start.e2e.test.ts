@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '@forge-fleet/local-redis';
@@ -79,4 +79,66 @@ describe('npm start', () => {
     // Everything it started is gone: the port is free again.
     await expect(fetch(`http://127.0.0.1:${port}/healthz`)).rejects.toThrow();
   });
+
+  it('leaves nothing behind when its own process (not its group) gets Ctrl-C twice: the second hurries the processes, it still waits for them', async () => {
+    const port = await freePort();
+    const state = mkdtempSync(join(tmpdir(), 'forge-e2e-twice-'));
+    const env: NodeJS.ProcessEnv = { ...process.env, PORT: String(port), FORGE_STATE_DIR: state, FORCE_COLOR: '0' };
+    delete env.REDIS_URL;
+    const proc = spawn(process.execPath, ['scripts/start.mjs'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    let out = '';
+    const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const onData = (d: Buffer): void => {
+          out += d.toString();
+          if (out.includes('Ctrl-C stops the fleet.')) resolve();
+        };
+        proc.stdout.on('data', onData);
+        proc.stderr.on('data', onData);
+        void exited.then((code) => reject(new Error(`start exited (${code}):\n${out}`)));
+      });
+      const started = childrenOf(proc.pid!);
+      expect(started.length).toBeGreaterThanOrEqual(3);
+      // Two signals to it alone, as `kill -INT <pid>` twice (or a supervisor that signals the process, not the group).
+      proc.kill('SIGINT');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      proc.kill('SIGINT');
+      expect(await exited).toBe(0);
+      expect(out).toContain('Forge Fleet: stopped.');
+      expect(started.filter((pid) => alive(pid))).toEqual([]);
+    } finally {
+      try {
+        process.kill(-proc.pid!, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+      rmSync(state, { recursive: true, force: true });
+    }
+  });
 });
+
+/** The pids whose parent is `pid`, read from /proc. */
+function childrenOf(pid: number): number[] {
+  return readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name))
+    .filter((name) => {
+      try {
+        const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+        return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid;
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}
+
+/** Whether `pid` runs (a zombie waiting for its parent counts as gone). */
+function alive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return false;
+  }
+}
