@@ -1,10 +1,11 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '@forge-fleet/local-redis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../fixtures/fleet.js';
+import { allProcesses } from '../fixtures/mcp/processes.js';
 
 /**
  * The README's start command, run as a person would: `npm start` with no
@@ -98,7 +99,7 @@ describe('npm start', () => {
         proc.stderr.on('data', onData);
         void exited.then((code) => reject(new Error(`start exited (${code}):\n${out}`)));
       });
-      const started = childrenOf(proc.pid!);
+      const started = allProcesses().filter((p) => p.ppid === proc.pid).map((p) => p.pid);
       expect(started.length).toBeGreaterThanOrEqual(3);
       // Two signals to it alone, as `kill -INT <pid>` twice (or a supervisor that signals the process, not the group).
       proc.kill('SIGINT');
@@ -106,7 +107,8 @@ describe('npm start', () => {
       proc.kill('SIGINT');
       expect(await exited).toBe(0);
       expect(out).toContain('Forge Fleet: stopped.');
-      expect(started.filter((pid) => alive(pid))).toEqual([]);
+      // None left running (a zombie waiting for a parent that is gone counts as gone).
+      expect(allProcesses().filter((p) => started.includes(p.pid) && p.state !== 'Z')).toEqual([]);
     } finally {
       try {
         process.kill(-proc.pid!, 'SIGKILL');
@@ -118,27 +120,3 @@ describe('npm start', () => {
   });
 });
 
-/** The pids whose parent is `pid`, read from /proc. */
-function childrenOf(pid: number): number[] {
-  return readdirSync('/proc')
-    .filter((name) => /^\d+$/.test(name))
-    .filter((name) => {
-      try {
-        const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-        return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid;
-      } catch {
-        return false;
-      }
-    })
-    .map(Number);
-}
-
-/** Whether `pid` runs (a zombie waiting for its parent counts as gone). */
-function alive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
-  } catch {
-    return false;
-  }
-}
