@@ -8,6 +8,8 @@ import { McpServerPool } from '../src/mcp-servers/server-pool.js';
 import { probeIsolation } from '../src/sandbox/probe.js';
 import { failureOf } from './fixtures/fleet-failure.js';
 import { SecretValue } from '../src/mcp-servers/secret-value.js';
+import { McpToolExecutor } from '../src/mcp-servers/mcp-tool-executor.js';
+import { pino } from 'pino';
 
 // An HTTP upstream that answers without end (a JSON body, an SSE event, an error body) must cost the worker
 // one failed call, not its memory: the worker reads at most one message's bound of each and hangs up.
@@ -151,4 +153,29 @@ describe("an HTTP upstream whose answer to one request breaks, or is no answer",
     const moved = await failureOf(keyed.call({ tool: 'moved', arguments: {} }));
     expect(moved.message).toContain('the upstream answered HTTP 307, a redirect, which the worker does not follow');
   });
+
+  it("tells a perCaller caller whose answer broke off that it did, not that its session ended: the session goes on", async () => {
+    const address = (pool.status().instances[0]?.id ?? '').match(/http:\/\/[^/]+\/mcp/)?.[0];
+    const tools = findLaunchTools(probeIsolation(), process.env.PATH ?? '');
+    const own = new McpServerPool({ server: 'own', launch: { url: address! }, instances: { min: 0, max: 2 }, session: 'perCaller', callTimeoutMs: 10_000 }, tools);
+    await own.start();
+    try {
+      const run = (tool: string) => {
+        const executor = new McpToolExecutor(`own.${tool}`, { server: 'own', tool, timeoutMs: undefined }, own, pino({ level: 'silent' }), 'alice');
+        const call = { id: `c-${tool}`, name: `own.${tool}`, arguments: {} };
+        return executor.execute(call, { call, signal: new AbortController().signal, tier: 'host', attempt: 1, env: {}, trust: 'trusted', progress: () => undefined });
+      };
+      expect(await run('echo')).toMatchObject({ isError: false });
+      const session = own.status().instances[0]?.id;
+      const failure = await failureOf(run('cut-json'));
+      expect(failure).toMatchObject({ code: 'MCP_SERVER_LOST', details: { answer: 'cut' } });
+      expect(failure.details).not.toHaveProperty('session');
+      expect(failure.message).not.toContain('your session');
+      expect(await run('echo')).toMatchObject({ isError: false });
+      expect(own.status().instances.map((i) => i.id)).toEqual([session]);
+    } finally {
+      await own.close();
+    }
+  });
 });
+

@@ -122,6 +122,8 @@ export class McpToolExecutor implements CallerBoundExecutor, SlotReservingExecut
     // A second 404 to a new session: the call did not run there either, and its message says so.
     if (isSessionExpired(err)) return new SessionExpiredError(this.name, err.server, err.instance, { cause: err });
     if (err instanceof McpServerLostError) {
+      // An answer that broke off on its way ended no instance: a perCaller caller's session goes on.
+      if (err.answerCut !== undefined) return new McpServerLostError(this.name, err.server, err.instance, { cause: err, answerCut: err.answerCut });
       return new McpServerLostError(this.name, err.server, err.instance, { cause: err, ...(this.pool.options.session === 'perCaller' ? { session: 'ended' as const } : {}) });
     }
     if (err instanceof UnavailableError) return new UnavailableError(`its MCP server '${this.target.server}' is not running`, { what: `tool '${this.name}'`, cause: err });

@@ -32,8 +32,10 @@ describe('secretForms', () => {
     const token = 'Tok"with\\back/slash+=-é<&>';
     // JavaScript's JSON.stringify, Python's json.dumps (ensure_ascii), Go's json.Marshal (HTML-safe), a query string.
     const python = '"Tok\\"with\\\\back/slash+=-\\u00e9<&>"';
-    const go = '"Tok\\"with\\\\back/slash+=-\\u00e9\\u003c\\u0026\\u003e"';
-    for (const printed of [token, JSON.stringify({ t: token }), python, go, `?t=${encodeURIComponent(token)}`]) {
+    const go = '"Tok\\"with\\\\back/slash+=-é\\u003c\\u0026\\u003e"';
+    // URL encoders: encodeURIComponent, Python's quote (keeps '/', encodes !'()*), lower-case hex, forms (+ for a space).
+    const url = [encodeURIComponent(token), 'Tok%22with%5Cback/slash%2B%3D-%C3%A9%3C%26%3E', encodeURIComponent(token).replace(/%[0-9A-F]{2}/g, (e) => e.toLowerCase()), new URLSearchParams({ t: token }).toString()];
+    for (const printed of [token, JSON.stringify({ t: token }), python, go, ...url.map((u) => `?t=${u}`)]) {
       const shown = find(printed, [token]);
       expect(shown, printed).toContain(REDACTED);
       expect(shown, printed).not.toContain('slash');

@@ -67,18 +67,38 @@ export function secretForms(values: readonly string[]): string[] {
   const add = (value: string): void => {
     if (value.length < MIN_REDACTED_LENGTH) return;
     found.add(value);
-    found.add(encodeURIComponent(value));
+    for (const encoded of urlEncodings(value)) {
+      found.add(encoded);
+      // Hex digits in either case: `%2f` is `%2F` to every decoder.
+      found.add(encoded.replace(/%[0-9A-F]{2}/g, (escape) => escape.toLowerCase()));
+    }
     const escaped = JSON.stringify(value).slice(1, -1);
     found.add(escaped);
-    const ascii = escaped.replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
-    found.add(ascii);
-    found.add(ascii.replace(/[<>&]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`));
+    // Python's json.dumps: non-ASCII as \uXXXX. Go's json.Marshal: <, > and & (and U+2028/9) as \uXXXX, the rest as is.
+    found.add(escaped.replace(/[\u0080-\uffff]/g, unicodeEscape));
+    found.add(escaped.replace(/[<>&\u2028\u2029]/g, unicodeEscape));
   };
   for (const value of values) {
     add(value);
     for (const part of value.split(/\s+/)) if (part.length >= MIN_REDACTED_PART && part !== value) add(part);
   }
   return [...found].sort((a, b) => b.length - a.length);
+}
+
+/** `\uXXXX` of one UTF-16 unit, lower-case hex as JSON encoders write it. */
+const unicodeEscape = (c: string): string => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
+
+/**
+ * The ways a URL or form encoder writes `value`: JavaScript's
+ * encodeURIComponent; RFC 3986's strict form (also `!'()*`), as Python's
+ * `quote` writes it, with and without `/` left as is (its default); and form
+ * encoding (`+` for a space), as URLSearchParams and Python's `quote_plus` do.
+ */
+function urlEncodings(value: string): string[] {
+  const component = encodeURIComponent(value);
+  const strict = component.replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+  const form = new URLSearchParams({ v: value }).toString().slice(2);
+  return [component, strict, strict.replace(/%2F/g, '/'), strict.replace(/%20/g, '+'), form];
 }
 
 /** What a secret shows instead, wherever a text that may hold one is shown (a server's stderr, an upstream's error). */

@@ -423,6 +423,8 @@ export class McpServerLostError extends FleetError {
   readonly code = ErrorCode.MCP_SERVER_LOST;
   /** The instance for people: `pid 4242` for a process, `session 6f1c… at https://host/mcp` for an HTTP session. */
   readonly instance: string;
+  /** How the call's own answer broke off, the instance serving on; undefined when the instance ended. */
+  readonly answerCut: string | undefined;
   constructor(
     readonly toolName: string,
     readonly server: string,
@@ -450,6 +452,7 @@ export class McpServerLostError extends FleetError {
       { cause: options.cause },
     );
     this.instance = label;
+    this.answerCut = options.answerCut;
   }
 }
 
