@@ -19,6 +19,12 @@ import { join } from 'node:path';
  *   family fails with `EAFNOSUPPORT`: vsock reaches the hypervisor of a
  *   virtual machine whatever the namespace, and the rest (packet, Bluetooth,
  *   CAN, the kernel's crypto sockets…) is kernel surface a server needs none of.
+ * - **No set-user-ID or set-group-ID file.** A worker run by root makes the
+ *   sandbox's root the host's root to the kernel: a root-owned program it
+ *   marked set-user-ID in a declared `write` path would give whoever runs it
+ *   on the host root. `chmod` and its kin, and `open`/`creat`/`mknod` with
+ *   such a mode, fail with `EPERM`; `openat2` (whose mode a filter cannot
+ *   read) with `ENOSYS`, and programs fall back to `openat`.
  * - **No tracing of its own sandbox.** `ptrace`, `process_vm_readv`/`writev`
  *   and `pidfd_getfd` fail with `EPERM`: a server that stopped bubblewrap's
  *   init in its namespace, then exited, would keep the instance alive behind
@@ -37,12 +43,16 @@ interface Arch {
   readonly ioUringSetup: number;
   /** ptrace, process_vm_readv, process_vm_writev, pidfd_getfd. */
   readonly tracing: readonly number[];
+  /** The calls that set a file's mode, by the argument the mode is: chmod, fchmod, creat, mknod (1); fchmodat, fchmodat2, open, mknodat (2); openat (3). */
+  readonly modeAt: Readonly<Record<1 | 2 | 3, readonly number[]>>;
+  /** openat2: its mode is in a struct a filter cannot read. */
+  readonly openat2: number;
 }
 
 /** Node's `process.arch` to the numbers of its system calls; other architectures get no filter. */
 const ARCHES: Readonly<Record<string, Arch>> = Object.freeze({
-  x64: { audit: 0xc000003e, socket: 41, socketpair: 53, ioUringSetup: 425, tracing: [101, 310, 311, 438] },
-  arm64: { audit: 0xc00000b7, socket: 198, socketpair: 199, ioUringSetup: 425, tracing: [117, 270, 271, 438] },
+  x64: { audit: 0xc000003e, socket: 41, socketpair: 53, ioUringSetup: 425, tracing: [101, 310, 311, 438], modeAt: { 1: [90, 91, 85, 133], 2: [268, 452, 2, 259], 3: [257] }, openat2: 437 },
+  arm64: { audit: 0xc00000b7, socket: 198, socketpair: 199, ioUringSetup: 425, tracing: [117, 270, 271, 438], modeAt: { 1: [52], 2: [53, 452, 33], 3: [56] }, openat2: 437 },
 });
 
 const AF_UNIX = 1;
@@ -70,6 +80,10 @@ const NR = 0;
 const ARCH = 4;
 const ARG0 = 16;
 const ARG1 = 24;
+/** Offset of the low 32 bits of argument `n`. */
+const argAt = (n: number): number => ARG0 + 8 * n;
+/** S_ISUID | S_ISGID. */
+const SET_ID_BITS = 0o6000;
 
 /** One instruction, its jumps by label (the instruction after it when absent); or a label, where the next instruction is. */
 type Step = { readonly code: number; readonly k: number; readonly jt?: string; readonly jf?: string } | { readonly label: string };
@@ -93,6 +107,8 @@ export function seccompFilter(arch: string = process.arch): Buffer | undefined {
     { code: JGE_K, k: X32_SYSCALL_BIT, jt: 'nosys' },
     ifEq(a.ioUringSetup, 'nosys'),
     ...a.tracing.map((nr) => ifEq(nr, 'eperm')),
+    ...([1, 2, 3] as const).flatMap((n) => a.modeAt[n].map((nr) => ifEq(nr, `mode${n}`))),
+    ifEq(a.openat2, 'nosys'),
     ifEq(a.socket, 'socket'),
     ifEq(a.socketpair, 'socketpair', 'allow'),
     // socket(family, …): AF_UNIX refused; the allowed families made; any other refused.
@@ -109,6 +125,8 @@ export function seccompFilter(arch: string = process.arch): Buffer | undefined {
     load(ARG1),
     { code: AND_K, k: SOCK_TYPE_MASK },
     ifEq(SOCK_DGRAM, 'eacces', 'allow'),
+    // A mode with the set-user-ID or set-group-ID bit: refused, whatever else it holds.
+    ...([1, 2, 3] as const).flatMap((n) => [label(`mode${n}`), load(argAt(n)), { code: AND_K, k: SET_ID_BITS }, ifEq(0, 'allow', 'eperm')]),
     label('eacces'),
     errno(EACCES),
     label('eperm'),

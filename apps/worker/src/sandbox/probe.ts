@@ -8,12 +8,14 @@ export const UNSHARE_FLAGS = ['--user', '--map-root-user', '--net', '--pid', '--
 
 /**
  * bubblewrap's namespaces and process settings: every namespace it can make
- * (user, mount, PID, network, IPC, UTS, cgroup), a session of its own (so
+ * (user, mount, PID, network, IPC, UTS, cgroup), none more for the process to
+ * make (`--disable-userns`: a user namespace of its own would give it every
+ * capability there, over files its root owns on the host), a session of its own (so
  * `kill(0)` and a terminal's signals stay inside), SIGKILL when the worker
  * dies, and no capabilities. Shared by the tool sandbox and sandboxed MCP
  * servers (mcp-servers/server-sandbox-command.ts), which add their own view.
  */
-export const BWRAP_ISOLATION = ['--unshare-all', '--die-with-parent', '--new-session', '--cap-drop', 'ALL'] as const;
+export const BWRAP_ISOLATION = ['--unshare-all', '--unshare-user', '--disable-userns', '--die-with-parent', '--new-session', '--cap-drop', 'ALL'] as const;
 
 /**
  * A /proc of the sandbox's PID namespace, read-only. Why read-only: a worker
