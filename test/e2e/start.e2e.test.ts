@@ -1,4 +1,5 @@
-import { spawn, spawnSync } from 'node:child_process';
+import { type ChildProcessByStdio, type ChildProcessWithoutNullStreams, spawn, spawnSync } from 'node:child_process';
+import type { Readable } from 'node:stream';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,22 +23,14 @@ describe('npm start', () => {
     delete env.REDIS_URL;
     // Its own process group, so the test can press "Ctrl-C" the way a terminal does: to the whole group.
     const proc = spawn('npm', ['start', '--silent'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-    let out = '';
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => proc.once('exit', (code, signal) => resolve({ code, signal })));
+    const output = outputOf(proc, exited);
     try {
-      await new Promise<void>((resolve, reject) => {
-        const onData = (d: Buffer): void => {
-          out += d.toString();
-          if (out.includes('Ctrl-C stops the fleet.')) resolve();
-        };
-        proc.stdout.on('data', onData);
-        proc.stderr.on('data', onData);
-        void exited.then(({ code }) => reject(new Error(`npm start exited (${code}):\n${out}`)));
-      });
-      expect(out).toMatch(/started redis-server at redis:\/\/127\.0\.0\.1:\d+/);
+      await output.banner;
+      expect(output.text()).toMatch(/started redis-server at redis:\/\/127\.0\.0\.1:\d+/);
       const { url, token, limitedToken } = JSON.parse(readFileSync(join(stateDir, 'dev.json'), 'utf8')) as { url: string; token: string; limitedToken: string };
       expect(url).toBe(`http://127.0.0.1:${port}`);
-      expect(out).toContain(`export FORGE_TOKEN=${token}`);
+      expect(output.text()).toContain(`export FORGE_TOKEN=${token}`);
 
       // `null` sends no token at all.
       const post = async (body: unknown, bearer: string | null = token) => {
@@ -75,8 +68,8 @@ describe('npm start', () => {
     // npm re-raises the Ctrl-C it got once its script has exited; the script itself stopped in order.
     const { code, signal } = await exited;
     expect(code === 0 || signal === 'SIGINT', `exit ${code} / ${signal}`).toBe(true);
-    expect(out).toContain('Forge Fleet: stopped.');
-    expect(out).not.toContain('exited (');
+    expect(output.text()).toContain('Forge Fleet: stopped.');
+    expect(output.text()).not.toContain('exited (');
     // Everything it started is gone: the port is free again.
     await expect(fetch(`http://127.0.0.1:${port}/healthz`)).rejects.toThrow();
   });
@@ -87,18 +80,10 @@ describe('npm start', () => {
     const env: NodeJS.ProcessEnv = { ...process.env, PORT: String(port), FORGE_STATE_DIR: state, FORCE_COLOR: '0' };
     delete env.REDIS_URL;
     const proc = spawn(process.execPath, ['scripts/start.mjs'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-    let out = '';
     const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+    const output = outputOf(proc, exited);
     try {
-      await new Promise<void>((resolve, reject) => {
-        const onData = (d: Buffer): void => {
-          out += d.toString();
-          if (out.includes('Ctrl-C stops the fleet.')) resolve();
-        };
-        proc.stdout.on('data', onData);
-        proc.stderr.on('data', onData);
-        void exited.then((code) => reject(new Error(`start exited (${code}):\n${out}`)));
-      });
+      await output.banner;
       const started = allProcesses().filter((p) => p.ppid === proc.pid).map((p) => p.pid);
       expect(started.length).toBeGreaterThanOrEqual(3);
       // Two signals to it alone, as `kill -INT <pid>` twice (or a supervisor that signals the process, not the group).
@@ -106,7 +91,7 @@ describe('npm start', () => {
       await new Promise((resolve) => setTimeout(resolve, 100));
       proc.kill('SIGINT');
       expect(await exited).toBe(0);
-      expect(out).toContain('Forge Fleet: stopped.');
+      expect(output.text()).toContain('Forge Fleet: stopped.');
       // None left running (a zombie waiting for a parent that is gone counts as gone).
       expect(allProcesses().filter((p) => started.includes(p.pid) && p.state !== 'Z')).toEqual([]);
     } finally {
@@ -119,4 +104,19 @@ describe('npm start', () => {
     }
   });
 });
+
+/** What a start process prints, as it comes, and its banner's last line (the start is over), or its exit before it. */
+function outputOf(proc: ChildProcessWithoutNullStreams | ChildProcessByStdio<null, Readable, Readable>, exited: Promise<unknown>): { text: () => string; banner: Promise<void> } {
+  let out = '';
+  const banner = new Promise<void>((resolve, reject) => {
+    const onData = (d: Buffer): void => {
+      out += d.toString();
+      if (out.includes('Ctrl-C stops the fleet.')) resolve();
+    };
+    proc.stdout.on('data', onData);
+    proc.stderr.on('data', onData);
+    void exited.then((how) => reject(new Error(`the start exited (${JSON.stringify(how)}) before its banner:\n${out}`)));
+  });
+  return { text: () => out, banner };
+}
 
