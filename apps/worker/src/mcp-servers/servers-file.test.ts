@@ -411,4 +411,12 @@ describe('values from the environment and files', () => {
     expect(server).toMatchObject({ tier: 'host', filesystem: { read: [join(dir, 'data')], write: [] } });
     expect(poolOptionsOf(server!, { sandbox: true })).toMatchObject({ launch: { sandbox: { read: [join(dir, 'data')] } } });
   });
+  it("takes only the values of the servers the loading worker runs: another lane's missing secret is not its reason to stop", () => {
+    const path = file('lanes.yaml', ['version: 1', 'servers:', '  h: { command: x, tier: host }', '  p:', '    command: x', '    tier: platform', '    env: { KEY: { fromEnv: PLATFORM_ONLY_KEY } }', ''].join('\n'));
+    expect(loadServersFile(path, noEnv, { tier: 'host', pool: undefined }).servers.map((s) => s.name)).toEqual(['h', 'p']);
+    expect(failure(path)).toMatch(/lanes\.yaml:7:17: servers\.p\.env\.KEY: environment variable PLATFORM_ONLY_KEY is not set/);
+    expect(() => loadServersFile(path, noEnv, { tier: 'platform', pool: undefined })).toThrow(/PLATFORM_ONLY_KEY is not set/);
+    const [, p] = loadServersFile(path, { PLATFORM_ONLY_KEY: 'k3y-value' }, { tier: 'platform', pool: undefined }).servers;
+    expect(revealAll((p!.transport as StdioTransport).env)).toEqual({ KEY: 'k3y-value' });
+  });
 });

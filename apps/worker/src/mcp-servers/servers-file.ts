@@ -356,10 +356,12 @@ export interface LoadedServersFile {
  * start rather than failing a server's first call.
  *
  * @param env the worker's environment (main.ts passes `process.env`; nothing here reads it).
+ * @param lane the lane of the worker that loads it: the `fromEnv`/`fromFile` values of the servers it does not run
+ *   are not taken (nor is a missing one a reason to stop). Without it (`npm start`, which starts every lane), all are.
  * @throws ConfigInvalidError naming each problem's `file:line:col` and path; a
  *   taken value is named by its variable or file, never shown.
  */
-export function loadServersFile(path: string, env: Readonly<Record<string, string | undefined>>): LoadedServersFile {
+export function loadServersFile(path: string, env: Readonly<Record<string, string | undefined>>, lane?: { readonly tier: Tier; readonly pool: string | undefined }): LoadedServersFile {
   const file = resolve(path);
   let text: string;
   try {
@@ -377,7 +379,7 @@ export function loadServersFile(path: string, env: Readonly<Record<string, strin
     throw new ConfigInvalidError(WHAT, schemaProblems(ServersFile, parsed.error.issues, source), { cause: parsed.error });
   }
   const problems: string[] = [];
-  const servers = Object.entries(parsed.data.servers).map(([name, spec]) => resolveServer(name, spec, { dir: dirname(file), env, source, problems }));
+  const servers = Object.entries(parsed.data.servers).map(([name, spec]) => resolveServer(name, spec, { dir: dirname(file), env, source, problems, lane }));
   if (problems.length > 0) throw new ConfigInvalidError(WHAT, problems);
   return Object.freeze({ servers: Object.freeze(servers), source: file });
 }
@@ -387,6 +389,8 @@ interface Resolution {
   readonly env: Readonly<Record<string, string | undefined>>;
   readonly source: YamlSource;
   readonly problems: string[];
+  /** The worker's lane, when one loads the file: the values of a server it does not run are not taken (see loadServersFile). */
+  readonly lane: { readonly tier: Tier; readonly pool: string | undefined } | undefined;
 }
 
 /** What to do about a path of the file that does not exist: create it, or see where a relative path starts. */
@@ -413,8 +417,11 @@ function resolveServer(name: string, spec: ServerSpec, r: Resolution): McpServer
     }
     return absolute;
   };
+  // A server this worker does not run needs none of its values here: a secret of a Platform server is not the host
+  // worker's to have, nor is its absence the host worker's reason to stop. Empty stand-ins keep the shape.
+  const runsHere = r.lane === undefined || runsOn({ tier: spec.tier, pool: spec.pool, tools: spec.tools }, r.lane.tier, r.lane.pool);
   const values = (record: Readonly<Record<string, ValueSource>>, field: 'env' | 'headers'): Record<string, ConfigValue> =>
-    Object.fromEntries(Object.entries(record).map(([key, value]) => [key, takeValue(value, { ...r, path: [...at, field, key], field })]));
+    Object.fromEntries(Object.entries(record).map(([key, value]) => [key, runsHere ? takeValue(value, { ...r, path: [...at, field, key], field }) : '']));
 
   const transport: StdioTransport | HttpTransport =
     spec.command !== undefined

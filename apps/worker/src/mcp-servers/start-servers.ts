@@ -38,7 +38,7 @@ export interface StartServersOptions {
  * @throws ConfigInvalidError when the file is invalid, places nothing here, or (strict) a sandbox layer is missing.
  */
 export async function startWorkerServers(o: StartServersOptions): Promise<WorkerServers> {
-  const file = loadServersFile(o.file, process.env);
+  const file = loadServersFile(o.file, process.env, { tier: o.tier, pool: o.pool });
   const sandboxServers = o.tier !== 'host' && o.sandbox;
   if (o.tier !== 'host' && !sandboxServers) o.log.warn('FORGE_SANDBOX=off: platform/embedded MCP servers run unconfined (development only)');
   const probe = probeIsolation();
