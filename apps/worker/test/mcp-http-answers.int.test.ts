@@ -113,7 +113,7 @@ describe("an HTTP upstream whose answer to one request breaks, or is no answer",
     const address = (pool.status().instances[0]?.id ?? '').match(/http:\/\/[^/]+\/mcp/)?.[0];
     if (address === undefined) throw new Error('no session to read the upstream address from');
     const tools = findLaunchTools(probeIsolation(), process.env.PATH ?? '');
-    keyed = new McpServerPool({ server: 'keyed', launch: { url: address, headers: { 'x-key': new SecretValue(KEY, 'file key') } }, instances: { min: 1, max: 1 }, callsPerInstance: 8, callTimeoutMs: 10_000 }, tools);
+    keyed = new McpServerPool({ server: 'keyed', launch: { url: address, headers: { 'x-key': new SecretValue(KEY, 'file key') } }, instances: { min: 1, max: 1, callsPerInstance: 8 }, callTimeoutMs: 10_000 }, tools);
     await keyed.start();
   });
 

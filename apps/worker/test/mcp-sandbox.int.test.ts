@@ -301,12 +301,25 @@ describe('a sandboxed server process', () => {
   });
 });
 
+/**
+ * Runs `tries` (name, Python statement) and `more` (Python lines) under bubblewrap with the filter a server's launch
+ * loads (seccomp-filter.ts); each try prints `name ok` or `name refused <errno>`. Returns what Python printed.
+ */
+function underFilter(tries: readonly (readonly [string, string])[], more: readonly string[] = []): string[] {
+  const fd = openSeccompFilter();
+  expect(fd).toBeDefined();
+  const probes = tries.map(([name, code]) => `try:\n    ${code}; print(${JSON.stringify(name)}, 'ok')\nexcept OSError as e:\n    print(${JSON.stringify(name)}, 'refused', e.errno)`);
+  const script = ['import ctypes, os, socket', ...probes, ...more].join('\n');
+  const view = ['--ro-bind', '/usr', '/usr', '--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64', '--symlink', 'usr/bin', '/bin', '--proc', '/proc', '--dev', '/dev'];
+  const run = spawnSync('bwrap', ['--unshare-all', '--die-with-parent', '--seccomp', '3', ...view, '--', '/usr/bin/python3', '-c', script], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe', fd!] });
+  closeSync(fd!);
+  expect(run.stderr).toBe('');
+  return run.stdout.trim().split('\n');
+}
+
 describe('the seccomp filter of sandboxed servers', () => {
   it("refuses every Unix socket a sandboxed process could aim at a path — socket(), and socketpair()'s datagram sockets — and keeps stream pairs, pipes and IP sockets", () => {
-    // The filter as a server's launch loads it (seccomp-filter.ts), under bubblewrap, tried by Python.
-    const fd = openSeccompFilter();
-    expect(fd).toBeDefined();
-    const tries = [
+    const printed = underFilter([
       ['unix stream', 'socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)'],
       ['unix dgram', 'socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)'],
       ['pair dgram', 'socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)'],
@@ -314,35 +327,24 @@ describe('the seccomp filter of sandboxed servers', () => {
       ['pair seqpacket', 'socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)'],
       ['inet', 'socket.socket(socket.AF_INET, socket.SOCK_DGRAM)'],
       ['pipe', 'os.pipe()'],
-    ];
-    const script = ['import os, socket', ...tries.map(([name, code]) => `try:\n    ${code}; print(${JSON.stringify(name)}, 'ok')\nexcept OSError as e:\n    print(${JSON.stringify(name)}, 'refused', e.errno)`)].join('\n');
-    const view = ['--ro-bind', '/usr', '/usr', '--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64', '--symlink', 'usr/bin', '/bin', '--proc', '/proc', '--dev', '/dev'];
-    const run = spawnSync('bwrap', ['--unshare-all', '--die-with-parent', '--seccomp', '3', ...view, '--', '/usr/bin/python3', '-c', script], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe', fd!] });
-    closeSync(fd!);
-    expect(run.stderr).toBe('');
-    expect(run.stdout.trim().split('\n')).toEqual(['unix stream refused 13', 'unix dgram refused 13', 'pair dgram refused 13', 'pair stream ok', 'pair seqpacket ok', 'inet ok', 'pipe ok']);
+    ]);
+    expect(printed).toEqual(['unix stream refused 13', 'unix dgram refused 13', 'pair dgram refused 13', 'pair stream ok', 'pair seqpacket ok', 'inet ok', 'pipe ok']);
   });
 
   it('refuses every socket family the network namespace does not cover (vsock reaches a VM\'s host), and tracing its own sandbox', () => {
-    const fd = openSeccompFilter();
-    expect(fd).toBeDefined();
     // Families by number (the constants are not in every Python): vsock 40, packet 17, bluetooth 31, the kernel's crypto 38.
-    const tries = [
-      ['vsock', 'socket.socket(40, socket.SOCK_STREAM)'],
-      ['packet', 'socket.socket(17, socket.SOCK_RAW)'],
-      ['bluetooth', 'socket.socket(31, socket.SOCK_STREAM)'],
-      ['alg', 'socket.socket(38, socket.SOCK_SEQPACKET)'],
-      ['inet6', 'socket.socket(socket.AF_INET6, socket.SOCK_STREAM)'],
-      ['netlink', 'socket.socket(16, socket.SOCK_RAW, 0)'],
-    ];
-    const probes = tries.map(([name, code]) => `try:\n    ${code}; print(${JSON.stringify(name)}, 'ok')\nexcept OSError as e:\n    print(${JSON.stringify(name)}, 'refused', e.errno)`);
-    // PTRACE_ATTACH to bubblewrap's init (pid 1 of the namespace), which would stop it.
-    const ptrace = "libc = ctypes.CDLL(None, use_errno=True)\nprint('ptrace', libc.ptrace(16, 1, 0, 0), ctypes.get_errno())";
-    const script = ['import ctypes, os, socket', ...probes, ptrace].join('\n');
-    const view = ['--ro-bind', '/usr', '/usr', '--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64', '--symlink', 'usr/bin', '/bin', '--proc', '/proc', '--dev', '/dev'];
-    const run = spawnSync('bwrap', ['--unshare-all', '--die-with-parent', '--seccomp', '3', ...view, '--', '/usr/bin/python3', '-c', script], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe', fd!] });
-    closeSync(fd!);
-    expect(run.stderr).toBe('');
-    expect(run.stdout.trim().split('\n')).toEqual(['vsock refused 97', 'packet refused 97', 'bluetooth refused 97', 'alg refused 97', 'inet6 ok', 'netlink ok', 'ptrace -1 1']);
+    // Then PTRACE_ATTACH to bubblewrap's init (pid 1 of the namespace), which would stop it.
+    const printed = underFilter(
+      [
+        ['vsock', 'socket.socket(40, socket.SOCK_STREAM)'],
+        ['packet', 'socket.socket(17, socket.SOCK_RAW)'],
+        ['bluetooth', 'socket.socket(31, socket.SOCK_STREAM)'],
+        ['alg', 'socket.socket(38, socket.SOCK_SEQPACKET)'],
+        ['inet6', 'socket.socket(socket.AF_INET6, socket.SOCK_STREAM)'],
+        ['netlink', 'socket.socket(16, socket.SOCK_RAW, 0)'],
+      ],
+      ["libc = ctypes.CDLL(None, use_errno=True)\nprint('ptrace', libc.ptrace(16, 1, 0, 0), ctypes.get_errno())"],
+    );
+    expect(printed).toEqual(['vsock refused 97', 'packet refused 97', 'bluetooth refused 97', 'alg refused 97', 'inet6 ok', 'netlink ok', 'ptrace -1 1']);
   });
 });
